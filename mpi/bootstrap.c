@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -91,26 +92,24 @@ char *k3_job_bcast_file(struct k3_job *job, const char *path, char *errbuf, int 
     char *buf = NULL;
     if (job->rank == 0) {
         FILE *f = fopen(path, "rb");
+        struct stat st;
         if (!f) {
             snprintf(errbuf, (size_t)errbuf_bytes, "cannot read %s: %s", path, strerror(errno));
+        } else if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(errbuf, (size_t)errbuf_bytes, "cannot read %s: not a regular file", path);
         } else {
-            if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-                buf = malloc((size_t)len + 1);
-                K3_CHECK(buf, "out of memory reading %s", path);
-                if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-                    snprintf(errbuf, (size_t)errbuf_bytes, "cannot read %s: %s", path,
-                             strerror(errno));
-                    free(buf);
-                    buf = NULL;
-                    len = -1;
-                }
-            } else {
-                snprintf(errbuf, (size_t)errbuf_bytes, "cannot read %s: not a regular file",
-                         path);
+            len = (long long)st.st_size;
+            buf = malloc((size_t)len + 1);
+            K3_CHECK(buf, "out of memory reading %s (%lld bytes)", path, len);
+            if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+                snprintf(errbuf, (size_t)errbuf_bytes, "cannot read %s: %s", path,
+                         ferror(f) ? strerror(errno) : "file shrank while reading");
+                free(buf);
+                buf = NULL;
                 len = -1;
             }
-            fclose(f);
         }
+        if (f) fclose(f);
     }
     K3_CHECK_MPI(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, job->world_comm));
     if (len < 0) {
