@@ -5,6 +5,7 @@
  * key that is silently ignored is a production incident. */
 #include "cli/deploy_load.h"
 
+#include <ctype.h>
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,10 +127,54 @@ static int set_from_setting(struct k3_deploy *d, const struct k3_cfg_key *k,
                       libconfig_type_name(t));
 }
 
+/* libconfig 1.5 (Debian 12) silently wraps integer literals beyond 32 bits
+ * unless they carry an L suffix; 17179869184 reads back as 0. Catch them in
+ * the text before libconfig sees it. Strings and comments are skipped. */
+static int check_wide_ints(const char *text, const char *name, struct k3_err *err)
+{
+    int line = 1;
+    for (const char *p = text; *p; p++) {
+        if (*p == '\n') {
+            line++;
+        } else if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1]) p++;
+                else if (*p == '\n') line++;
+            }
+            if (!*p) break;
+        } else if (*p == '#' || (*p == '/' && p[1] == '/')) {
+            while (p[1] && p[1] != '\n') p++;
+        } else if (*p == '/' && p[1] == '*') {
+            for (p += 2; *p && !(*p == '*' && p[1] == '/'); p++)
+                if (*p == '\n') line++;
+            if (!*p) break;
+            p++;
+        } else if (isdigit((unsigned char)*p) && (p == text || !isalnum((unsigned char)p[-1]))) {
+            const char *start = p;
+            int hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+            if (hex) p += 2;
+            while (hex ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p)) p++;
+            int is_float = !hex && (*p == '.' || *p == 'e' || *p == 'E');
+            if (!is_float && *p != 'L') {
+                unsigned long long v = strtoull(start, NULL, hex ? 16 : 10);
+                if (v > 2147483647ULL || (int)(p - start) > 19)
+                    return k3_err_set(err, "%s:%d: integer %.*s does not fit in 32 bits; libconfig "
+                                      "needs an L suffix (%.*sL) or write a size string "
+                                      "such as \"16GiB\"", name, line, (int)(p - start), start,
+                                      (int)(p - start), start);
+            }
+            while (isalnum((unsigned char)*p) || *p == '.') p++;
+            p--;
+        }
+    }
+    return 0;
+}
+
 int k3_deploy_parse(struct k3_deploy *d, const char *text, const char *name,
                     struct k3_err *err)
 {
     config_t cfg;
+    if (check_wide_ints(text, name, err)) return -1;
     config_init(&cfg);
     int rc = -1;
     if (config_read_string(&cfg, text) != CONFIG_TRUE) {

@@ -18,6 +18,10 @@
 
 #include "core/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define K3_DEPLOY_MAX_LAYERS 64
 
 struct k3_deploy {
@@ -129,5 +133,9 @@ void k3_deploy_print(const struct k3_deploy *d, FILE *f);
 
 /* Writes the schema as one Markdown table. */
 void k3_deploy_schema_markdown(FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

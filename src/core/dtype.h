@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum k3_dtype {
     K3_DTYPE_F32 = 0,
     K3_DTYPE_BF16,
@@ -33,13 +37,15 @@ int k3_dtype_parse(const char *name, enum k3_dtype *out);
 
 static inline float k3_bf16_to_f32(uint16_t h)
 {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
     return v.f;
 }
 
 static inline uint16_t k3_f32_to_bf16(float f)
 {
-    union { float f; uint32_t u; } v = {.f = f};
+    union { float f; uint32_t u; } v;
+    v.f = f;
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
     uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
     return (uint16_t)((v.u + rounding) >> 16);
@@ -49,5 +55,9 @@ float k3_f16_to_f32(uint16_t h);
 float k3_e2m1_to_f32(uint8_t nibble);
 float k3_e8m0_to_f32(uint8_t e);
 float k3_f8e4m3_to_f32(uint8_t b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 #ifndef K3_CORE_ERR_H
 #define K3_CORE_ERR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define K3_ERR_MSG_BYTES 1024
 
 struct k3_err {
@@ -20,5 +24,9 @@ int k3_err_set(struct k3_err *err, const char *fmt, ...)
 /* Prefixes the message already in err with more context: "<prefix>: <msg>". */
 int k3_err_prefix(struct k3_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

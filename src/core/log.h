@@ -18,6 +18,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum k3_log_level {
     K3_LOG_ERROR = 0,
     K3_LOG_WARN = 1,
@@ -42,8 +46,8 @@ void k3_log(enum k3_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void k3_logv(enum k3_log_level level, const char *fmt, va_list ap);
 
-_Noreturn void k3_fatal(const char *file, int line, const char *what,
-                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void k3_fatal(const char *file, int line, const char *what, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 4, 5)));
 
 #define K3_ERROR(...) k3_log(K3_LOG_ERROR, __VA_ARGS__)
 #define K3_WARN(...)  k3_log(K3_LOG_WARN, __VA_ARGS__)
@@ -57,5 +61,9 @@ _Noreturn void k3_fatal(const char *file, int line, const char *what,
     do {                                                                       \
         if (!(cond)) k3_fatal(__FILE__, __LINE__, #cond, __VA_ARGS__);         \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
