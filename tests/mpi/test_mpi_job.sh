@@ -27,6 +27,13 @@ check "bad config reported once" "$(grep -c "unknown key 'server.prot'" <<<"$out
 out=$(run2 "$K3" config --config "$ROOT/configs/deploy/tiny.cfg" --adp 2 --log-level debug); rc=$?
 check "--adp 2 fixes the layout" "$rc" 0
 
+out=$(K3_BIN="$K3" MPIRUN_ARGS="--allow-run-as-root" timeout 120 "$ROOT/jobs/mpirun.sh" "$ROOT/configs/deploy/tiny-2rank.cfg" config 2>&1); rc=$?
+check "jobs/mpirun.sh starts tp*adp ranks" "$rc" 0
+check_contains "jobs/mpirun.sh layout" "$out" "job: 2 ranks on 1 node; tp 1 x adp 2"
+out=$(K3_BIN="$K3" "$ROOT/jobs/mpirun.sh" "$ROOT/tests/configs/bad/zero-tp.cfg" config 2>&1); rc=$?
+check "jobs/mpirun.sh refuses a bad config" "$rc" 2
+check_contains "jobs/mpirun.sh says why" "$out" "parallel.tp = 0 is out of range"
+
 out=$(run2 "$PROBE" ok); rc=$?
 check "probe without failure exits 0" "$rc" 0
 check_contains "probe finished" "$out" "probe finished cleanly"
