@@ -1,0 +1,55 @@
+/* mat.c - see mat.h. */
+#include "kernels/cpu/mat.h"
+
+#include <math.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+
+float k3_mxfp4_value(uint8_t nibble, uint8_t scale)
+{
+    /* E8M0 0xFF is NaN; every other byte is the exact power 2^(e-127). ldexpf
+     * keeps the product exact (E2M1 values have at most 2 significant bits). */
+    if (scale == 0xFF) return NAN;
+    return ldexpf(k3_e2m1_to_f32(nibble & 0xF), (int)scale - 127);
+}
+
+void k3_mat_row_f32(const struct k3_mat *w, int64_t r, int64_t c0, int64_t c1, float *out)
+{
+    switch (w->fmt) {
+    case K3_WFMT_F32: {
+        const float *src = (const float *)w->data + r * w->ld;
+        for (int64_t c = c0; c < c1; c++) out[c - c0] = src[c];
+        break;
+    }
+    case K3_WFMT_BF16: {
+        const uint16_t *src = (const uint16_t *)w->data + r * w->ld;
+        for (int64_t c = c0; c < c1; c++) out[c - c0] = k3_bf16_to_f32(src[c]);
+        break;
+    }
+    case K3_WFMT_F16: {
+        const uint16_t *src = (const uint16_t *)w->data + r * w->ld;
+        for (int64_t c = c0; c < c1; c++) out[c - c0] = k3_f16_to_f32(src[c]);
+        break;
+    }
+    case K3_WFMT_F8_E4M3: {
+        const uint8_t *src = (const uint8_t *)w->data + r * w->ld;
+        for (int64_t c = c0; c < c1; c++) out[c - c0] = k3_f8e4m3_to_f32(src[c]);
+        break;
+    }
+    case K3_WFMT_MXFP4: {
+        K3_CHECK(c0 % 2 == 0 && w->ld % 32 == 0, "MXFP4 row read at odd column %lld",
+                 (long long)c0);
+        const uint8_t *packed = (const uint8_t *)w->data + r * (w->ld / 2);
+        const uint8_t *scale = w->scale + r * (w->ld / 32);
+        for (int64_t c = c0; c < c1; c++) {
+            uint8_t byte = packed[c / 2];
+            uint8_t nib = (c & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 0xF);
+            out[c - c0] = k3_mxfp4_value(nib, scale[c / 32]);
+        }
+        break;
+    }
+    default:
+        K3_FATAL("unknown weight format %d", (int)w->fmt);
+    }
+}
