@@ -96,7 +96,8 @@ int k3_tensor_read_cols(const struct k3_tensor *t, int64_t c0, int64_t c1, void 
                         size_t dst_bytes, struct k3_err *err);
 /* Dequantizes rows [r0, r1) and input columns [c0, c1) of a linear into f32
  * dst [r1-r0, c1-c0] (exact: bf16/f16/f8 widening, MXFP4 = E2M1 * 2^(s-127)).
- * For MXFP4, c0 and c1 must be multiples of 32 (one scale block) unless c1 == in. */
+ * Any column range works, also for MXFP4 (a TP column split should still
+ * cut at multiples of 32 so that no scale block is shared by two ranks). */
 int k3_linear_read_f32(const struct k3_linear *lin, int64_t r0, int64_t r1, int64_t c0,
                        int64_t c1, float *dst, struct k3_err *err);
 
