@@ -1,0 +1,58 @@
+/* blocks.h - internal to src/model: the run state one forward slice shares
+ * between the architecture files (k3.c, kimi_linear.c) and the blocks (kda.c,
+ * mla.c, moe.c, attn_res.c). Not a public header. */
+#ifndef K3_MODEL_BLOCKS_H
+#define K3_MODEL_BLOCKS_H
+
+#include <stdint.h>
+
+#include "model/forward.h"
+
+struct k3_forward {
+    const struct k3_model_config *cfg;
+    const struct k3_weights *w;
+    struct k3_backend *be;
+    struct k3_forward_opts opts;
+    const struct k3_dump *dump;
+    /* Residual-stream buffers, each [max_tok, d]. */
+    float *h, *a_in, *xn, *a_out, *m_in, *m_out;
+    float **snap;            /* AttnRes block snapshots [n_snap_max][max_tok, d] */
+    int n_snap_max;
+    /* Block scratch: a bump region reset at the start of every block. */
+    float *scratch;
+    int64_t scratch_floats, scratch_used;
+    float *buf;              /* the one allocation everything above lives in */
+};
+
+/* Scratch for one block (fatal if the size table in forward.c was wrong). */
+float *fwd_take(struct k3_forward *f, int64_t n_floats);
+static inline void fwd_scratch_reset(struct k3_forward *f) { f->scratch_used = 0; }
+
+/* Hands x [n, width] to the dump hook if `name` (printf format) is wanted. */
+void fwd_dump(struct k3_forward *f, const float *x, int64_t n, int64_t width, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* y[n, w.rows] = x[n, w.cols] · wᵀ (ldx = w.cols, ldy = w.rows unless given). */
+void fwd_linear(struct k3_forward *f, const struct k3_mat *w, const float *x, int64_t n, float *y);
+void fwd_rmsnorm(struct k3_forward *f, const float *x, const float *w, int64_t n_rows, int64_t d,
+                 double eps, float *y);
+
+/* Blocks. xn [n, d] is the normed sub-layer input, out [n, d] the sub-layer output. */
+void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const float *xn, int64_t n,
+               float *out);
+void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t pos0, const float *xn,
+               int64_t n, float *out);
+void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
+void mlp_block(struct k3_forward *f, const struct k3_mlp_weights *w, const float *xn, int64_t n,
+               float *out, int accumulate);
+/* out = AR(cand[0..n_cand)) per token with the folded query q (§3.3). */
+void attn_res_mix(struct k3_forward *f, const float *q, const float *const *cand, int n_cand,
+                  int64_t n, float *out);
+
+/* The layer loops, one per architecture. */
+void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                    float *logits);
+void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids,
+                             int64_t n, float *logits);
+
+#endif

@@ -1,0 +1,216 @@
+/* forward.c - the run state (workspace sized from a table at init), the
+ * per-sequence caches, the dump hook, and k3_forward_run(), which slices the
+ * tokens and hands each slice to the architecture's layer loop (k3.c,
+ * kimi_linear.c).
+ *
+ * Workspace: one allocation at init: the residual-stream buffers
+ * [max_tok, d] (stream, AttnRes snapshots, sub-layer inputs/outputs) and a
+ * scratch region that each block carves with fwd_take() and that is reset per
+ * block; its size is the maximum over block kinds of their per-token widths
+ * (listed in scratch_per_token) times max_tok, plus MLA's prefill expansion of
+ * the latent cache [max_ctx, H·(2·dn + dr + dv)]. Nothing is allocated by the
+ * model code after init (the CPU ops allocate small per-call buffers). */
+#include "model/blocks.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+/* ------------------------------------------------------------------ caches */
+
+int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
+                      struct k3_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->max_ctx = max_ctx;
+    c->n_layers = cfg->n_layers;
+    c->layer = calloc((size_t)cfg->n_layers, sizeof *c->layer);
+    if (!c->layer) return k3_err_set(err, "out of memory for the sequence cache");
+    int64_t HK = (int64_t)cfg->kda_n_heads * cfg->kda_head_dim;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        struct k3_layer_cache *lc = &c->layer[l];
+        if (k3_model_config_layer_is_mla(cfg, l)) {
+            int64_t per = cfg->kv_lora_rank + cfg->qk_rope_head_dim;  /* 576 for K3 */
+            lc->mla_latent = calloc((size_t)(max_ctx * per), sizeof(float));
+            if (!lc->mla_latent) goto oom;
+        } else {
+            lc->kda_state = calloc((size_t)(HK * cfg->kda_head_dim), sizeof(float));
+            if (!lc->kda_state) goto oom;
+            for (int j = 0; j < 3; j++) {
+                lc->kda_tail[j] = calloc((size_t)((cfg->kda_conv_kernel - 1) * HK + 1), sizeof(float));
+                if (!lc->kda_tail[j]) goto oom;
+            }
+        }
+    }
+    return 0;
+oom:
+    k3_seq_cache_free(c);
+    return k3_err_set(err, "out of memory for the sequence cache (%lld tokens)", (long long)max_ctx);
+}
+
+void k3_seq_cache_reset(struct k3_seq_cache *c, const struct k3_model_config *cfg)
+{
+    int64_t HK = (int64_t)cfg->kda_n_heads * cfg->kda_head_dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct k3_layer_cache *lc = &c->layer[l];
+        if (lc->kda_state) memset(lc->kda_state, 0, sizeof(float) * (size_t)(HK * cfg->kda_head_dim));
+        for (int j = 0; j < 3; j++)
+            if (lc->kda_tail[j])
+                memset(lc->kda_tail[j], 0, sizeof(float) * (size_t)((cfg->kda_conv_kernel - 1) * HK));
+    }
+    c->n_past = 0;
+}
+
+void k3_seq_cache_free(struct k3_seq_cache *c)
+{
+    if (c->layer) {
+        for (int l = 0; l < c->n_layers; l++) {
+            free(c->layer[l].kda_state);
+            free(c->layer[l].mla_latent);
+            for (int j = 0; j < 3; j++) free(c->layer[l].kda_tail[j]);
+        }
+    }
+    free(c->layer);
+    memset(c, 0, sizeof *c);
+}
+
+/* --------------------------------------------------------------- workspace */
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Floats of block scratch per token, for each block kind (what the blocks take). */
+static int64_t scratch_per_token(const struct k3_model_config *cfg, const struct k3_weights *w)
+{
+    int64_t H = cfg->kda_n_heads, HK = H * cfg->kda_head_dim;
+    int64_t rf = 0, rg = 0;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const struct k3_layer_weights *lw = &w->layers[l];
+        if (lw->is_mla) continue;
+        rf = max64(rf, lw->kda.f_a.rows);
+        rg = max64(rg, lw->kda.g_a.rows);
+    }
+    /* KDA: q,k,v raw + conv'd, f_a, f, g, beta, gate (+ g_a), o. */
+    int64_t kda = 6 * HK + rf + 2 * HK + H + HK + rg + HK;
+    /* MLA: q_a, q, kv_a, absorbed q, latent output, o, gate. */
+    int64_t Hm = cfg->n_heads, r = cfg->kv_lora_rank, dr = cfg->qk_rope_head_dim;
+    int64_t mla = cfg->q_lora_rank + Hm * (cfg->qk_nope_head_dim + dr) + (r + dr) + Hm * (r + dr) + Hm * r +
+                  2 * Hm * cfg->v_head_dim;
+    /* MoE: router logits, idx, weights, latent in and out, then shared experts (gate, up). */
+    int64_t lw = k3_model_config_expert_width(cfg);
+    int64_t moe = cfg->n_experts + 2 * cfg->n_experts_per_token + 2 * lw +
+                  2 * cfg->n_shared_experts * cfg->moe_intermediate_size;
+    int64_t dense = 2 * cfg->intermediate_size;
+    return max64(max64(kda, mla), max64(moe, dense)) + 64;
+}
+
+int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
+                    const struct k3_weights *w, struct k3_backend *be,
+                    const struct k3_forward_opts *opts, struct k3_err *err)
+{
+    struct k3_forward *f = calloc(1, sizeof *f);
+    if (!f) return k3_err_set(err, "out of memory");
+    f->cfg = cfg;
+    f->w = w;
+    f->be = be;
+    f->opts = (struct k3_forward_opts){.max_tok = 512, .max_ctx = 4096, .kda_chunk = 64, .mla_absorb = -1};
+    if (opts) f->opts = *opts;
+    if (f->opts.max_tok <= 0) f->opts.max_tok = 512;
+    if (f->opts.max_ctx <= 0) f->opts.max_ctx = 4096;
+    int64_t T = f->opts.max_tok, d = cfg->hidden_size;
+    f->n_snap_max = cfg->attn_res_block_size > 0
+                        ? (cfg->n_layers + cfg->attn_res_block_size - 1) / cfg->attn_res_block_size
+                        : 0;
+    int64_t mla_ctx = f->opts.max_ctx * cfg->n_heads *
+                      (2 * cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim);
+    f->scratch_floats = T * scratch_per_token(cfg, w) + (cfg->n_mla_layers ? mla_ctx : 0);
+    int64_t total = (6 + f->n_snap_max) * T * d + f->scratch_floats;
+    f->buf = malloc(sizeof(float) * (size_t)total);
+    f->snap = calloc((size_t)f->n_snap_max + 1, sizeof *f->snap);
+    if (!f->buf || !f->snap) {
+        k3_forward_free(f);
+        return k3_err_set(err, "out of memory for the forward workspace (%.1f MiB; lower max_tok or max_ctx)",
+                          (double)total * 4 / (1 << 20));
+    }
+    float *p = f->buf;
+    float **bufs[6] = {&f->h, &f->a_in, &f->xn, &f->a_out, &f->m_in, &f->m_out};
+    for (int i = 0; i < 6; i++, p += T * d) *bufs[i] = p;
+    for (int i = 0; i < f->n_snap_max; i++, p += T * d) f->snap[i] = p;
+    f->scratch = p;
+    *out = f;
+    return 0;
+}
+
+void k3_forward_free(struct k3_forward *f)
+{
+    if (!f) return;
+    free(f->buf);
+    free(f->snap);
+    free(f);
+}
+
+void k3_forward_set_dump(struct k3_forward *f, const struct k3_dump *dump) { f->dump = dump; }
+
+float *fwd_take(struct k3_forward *f, int64_t n_floats)
+{
+    /* Keep every piece 64-byte aligned relative to the region start. */
+    int64_t n = (n_floats + 15) & ~(int64_t)15;
+    K3_CHECK(f->scratch_used + n <= f->scratch_floats,
+             "forward scratch exhausted (%lld + %lld > %lld floats): the size table in forward.c "
+             "misses a buffer", (long long)f->scratch_used, (long long)n, (long long)f->scratch_floats);
+    float *p = f->scratch + f->scratch_used;
+    f->scratch_used += n;
+    return p;
+}
+
+void fwd_dump(struct k3_forward *f, const float *x, int64_t n, int64_t width, const char *fmt, ...)
+{
+    if (!f->dump) return;
+    char name[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int want = f->dump->all;
+    for (int i = 0; !want && i < f->dump->n_names; i++) want = !strcmp(f->dump->names[i], name);
+    if (want) f->dump->put(f->dump->ctx, name, x, n, width, width);
+}
+
+void fwd_linear(struct k3_forward *f, const struct k3_mat *w, const float *x, int64_t n, float *y)
+{
+    struct k3_matmul_params p = {.x = x, .ldx = w->cols, .w = w, .y = y, .ldy = w->rows, .n = n};
+    f->be->ops->matmul(f->be, &p);
+}
+
+void fwd_rmsnorm(struct k3_forward *f, const float *x, const float *w, int64_t n_rows, int64_t d,
+                 double eps, float *y)
+{
+    struct k3_rmsnorm_params p = {.x = x, .ldx = d, .w = w, .y = y, .ldy = d, .n_rows = n_rows, .d = d, .eps = eps};
+    f->be->ops->rmsnorm(f->be, &p);
+}
+
+int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                   float *logits, struct k3_err *err)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    if (c->n_past + n > c->max_ctx || c->n_past + n > f->opts.max_ctx)
+        return k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld) or workspace (%lld) "
+                          "context; raise max_ctx", (long long)(c->n_past + n), (long long)c->max_ctx,
+                          (long long)f->opts.max_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
+            return k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", ids[i],
+                              (long long)i, (long long)cfg->vocab_size);
+    for (int64_t s = 0; s < n; s += f->opts.max_tok) {
+        int64_t m = n - s < f->opts.max_tok ? n - s : f->opts.max_tok;
+        float *lg = logits ? logits + s * cfg->vocab_size : NULL;
+        /* Block AttnRes is what sets the K3 layer loop apart; every other K3
+         * difference (gate form, latent MoE, gated MLA) is a per-block config flag. */
+        if (cfg->attn_res_block_size > 0) k3_arch_k3_run(f, c, ids + s, m, lg);
+        else k3_arch_kimi_linear_run(f, c, ids + s, m, lg);
+        c->n_past += m;
+    }
+    return 0;
+}

@@ -1,0 +1,77 @@
+/* forward.h - the forward pass of one sequence on one rank, with caches.
+ *
+ * Three separate things (STYLE.md): the immutable config (config.h), the
+ * immutable weights (weights.h, views into the mapped shards) and the mutable
+ * run state: a `struct k3_forward` (workspace, backend, dump hook) and one
+ * `struct k3_seq_cache` per sequence (KDA state + conv tails, MLA latent
+ * cache, position). k3_forward_run() continues a sequence from its cache, so
+ * one call with all tokens (prefill) equals a prefill of N then calls with one
+ * token each (decode). Calls longer than max_tok are processed in slices of
+ * max_tok tokens, which is the same computation (the caches carry everything;
+ * AttnRes is per token).
+ *
+ * The model code calls ops only through the backend table (kernels/ops.h).
+ * Every intermediate has a name (forward.c lists them, validation/reference/
+ * k3ref.py defines them) and can be handed to a dump hook. */
+#ifndef K3_MODEL_FORWARD_H
+#define K3_MODEL_FORWARD_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+/* Per-sequence caches. */
+struct k3_layer_cache {
+    float *kda_state;        /* [H, K, V] fp32 (KDA layers) */
+    float *kda_tail[3];      /* q, k, v conv tails [W-1, H·K] (KDA layers) */
+    float *mla_latent;       /* [max_ctx, kv_lora_rank + qk_rope_head_dim] (MLA layers):
+                                normalised c_kv then k_pe, per token */
+};
+
+struct k3_seq_cache {
+    int64_t n_past;          /* tokens already in the cache */
+    int64_t max_ctx;
+    int n_layers;
+    struct k3_layer_cache *layer;
+};
+
+int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
+                      struct k3_err *err);
+void k3_seq_cache_reset(struct k3_seq_cache *c, const struct k3_model_config *cfg);
+void k3_seq_cache_free(struct k3_seq_cache *c);
+
+/* Dump hook: put() is called for every wanted intermediate of every slice of
+ * tokens, in token order: [n, width] rows with stride ld. */
+struct k3_dump {
+    int all;                         /* every name */
+    const char *const *names;
+    int n_names;
+    void (*put)(void *ctx, const char *name, const float *x, int64_t n, int64_t width, int64_t ld);
+    void *ctx;
+};
+
+struct k3_forward;
+
+struct k3_forward_opts {
+    int64_t max_tok;         /* tokens per slice (workspace rows); default 512 */
+    int64_t max_ctx;         /* longest sequence (sizes the MLA prefill workspace); default 4096 */
+    int kda_chunk;           /* KDA chunk size for multi-token calls; 0 = recurrent; default 64 */
+    int mla_absorb;          /* -1: weight absorption for single-token calls only (default);
+                                0: never; 1: always */
+};
+
+int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
+                    const struct k3_weights *w, struct k3_backend *be,
+                    const struct k3_forward_opts *opts, struct k3_err *err);
+void k3_forward_free(struct k3_forward *f);
+void k3_forward_set_dump(struct k3_forward *f, const struct k3_dump *dump);
+
+/* Runs ids[0..n) at positions c->n_past.. and writes logits [n, vocab]
+ * (logits may be NULL to skip lm_head). Returns 0 or -1 (cache full). */
+int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                   float *logits, struct k3_err *err);
+
+#endif

@@ -1,0 +1,80 @@
+/* k3.c - the Kimi K3 layer loop: Block Attention Residuals around KDA / gated
+ * MLA attention and the dense / Stable LatentMoE MLPs
+ * (research/model-architecture.md §3.3, §8.3, §10.1).
+ *
+ *   P = embed(ids); B = []
+ *   for l:  a_in = AR(B + [P]) if B else P
+ *           if l % block == 0: B.append(P); P = none
+ *           a = Attn_l(RMSNorm_in(a_in));   P = a if P is none else P + a
+ *           m_in = AR(B + [P]);              P = P + MLP_l(RMSNorm_post(m_in))
+ *   logits = lm_head(RMSNorm_final(AR(B + [P])))
+ * A slice of tokens goes through all layers at once; snapshots are per token
+ * and live only within the slice. */
+#include <string.h>
+
+#include "model/blocks.h"
+
+void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                    float *logits)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    const struct k3_weights *w = f->w;
+    int64_t d = cfg->hidden_size;
+    size_t row_bytes = sizeof(float) * (size_t)(n * d);
+    const float *cand[K3_MAX_LAYERS + 1];
+    int n_snap = 0;
+
+    /* [n, d] P: the token embeddings. */
+    struct k3_embed_params ep = {.w = &w->embed, .ids = ids, .n = n, .out = f->h};
+    f->be->ops->embed(f->be, &ep);
+    fwd_dump(f, f->h, n, d, "embed");
+
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const struct k3_layer_weights *lw = &w->layers[l];
+        /* Mix before attention (none at layer 0: B is empty). */
+        for (int j = 0; j < n_snap; j++) cand[j] = f->snap[j];
+        cand[n_snap] = f->h;
+        if (n_snap) attn_res_mix(f, lw->attn_res_q, cand, n_snap + 1, n, f->a_in);
+        else memcpy(f->a_in, f->h, row_bytes);
+        fwd_dump(f, f->a_in, n, d, "L%d.attn_in", l);
+        /* Snapshot the raw stream at a block start; P restarts from the attention output. */
+        int restart = l % cfg->attn_res_block_size == 0;
+        if (restart) memcpy(f->snap[n_snap++], f->h, row_bytes);
+
+        fwd_rmsnorm(f, f->a_in, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
+        fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
+        if (lw->is_mla) mla_block(f, l, &c->layer[l], c->n_past, f->xn, n, f->a_out);
+        else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
+        fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
+        if (restart) memcpy(f->h, f->a_out, row_bytes);
+        else for (int64_t i = 0; i < n * d; i++) f->h[i] += f->a_out[i];
+
+        /* Mix before the MLP: all snapshots (B is never empty here) plus P. */
+        for (int j = 0; j < n_snap; j++) cand[j] = f->snap[j];
+        cand[n_snap] = f->h;
+        attn_res_mix(f, lw->mlp_res_q, cand, n_snap + 1, n, f->m_in);
+        fwd_dump(f, f->m_in, n, d, "L%d.mlp_in", l);
+        fwd_rmsnorm(f, f->m_in, lw->mlp_norm, n, d, cfg->rms_norm_eps, f->xn);
+        fwd_dump(f, f->xn, n, d, "L%d.mlp_norm", l);
+        if (lw->is_moe) moe_block(f, l, f->xn, n, f->m_out);
+        else {
+            fwd_scratch_reset(f);
+            mlp_block(f, &lw->mlp, f->xn, n, f->m_out, 0);
+        }
+        fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
+        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->m_out[i];
+        fwd_dump(f, f->h, n, d, "L%d.out", l);
+    }
+
+    /* Output mix, then the final norm (mix-then-norm: the order matters), then lm_head. */
+    for (int j = 0; j < n_snap; j++) cand[j] = f->snap[j];
+    cand[n_snap] = f->h;
+    attn_res_mix(f, w->out_res_q, cand, n_snap + 1, n, f->a_in);
+    fwd_dump(f, f->a_in, n, d, "final_in");
+    fwd_rmsnorm(f, f->a_in, w->final_norm, n, d, cfg->rms_norm_eps, f->xn);
+    fwd_dump(f, f->xn, n, d, "final_norm");
+    if (logits) {
+        fwd_linear(f, &w->lm_head, f->xn, n, logits);
+        fwd_dump(f, logits, n, cfg->vocab_size, "logits");
+    }
+}

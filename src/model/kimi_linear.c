@@ -1,0 +1,52 @@
+/* kimi_linear.c - the Kimi Linear layer loop: pre-norm residual blocks of
+ * KDA / NoPE MLA attention and the dense / MoE MLPs
+ * (research/model-architecture.md §2.3):
+ *   h = x + Attn(RMSNorm_in(x));  y = h + FFN(RMSNorm_post(h))
+ *   logits = lm_head(RMSNorm_final(y_last)) */
+#include <string.h>
+
+#include "model/blocks.h"
+
+void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids,
+                             int64_t n, float *logits)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    const struct k3_weights *w = f->w;
+    int64_t d = cfg->hidden_size;
+
+    /* [n, d] h: the token embeddings. */
+    struct k3_embed_params ep = {.w = &w->embed, .ids = ids, .n = n, .out = f->h};
+    f->be->ops->embed(f->be, &ep);
+    fwd_dump(f, f->h, n, d, "embed");
+
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const struct k3_layer_weights *lw = &w->layers[l];
+        fwd_dump(f, f->h, n, d, "L%d.attn_in", l);
+        fwd_rmsnorm(f, f->h, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
+        fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
+        if (lw->is_mla) mla_block(f, l, &c->layer[l], c->n_past, f->xn, n, f->a_out);
+        else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
+        fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
+        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->a_out[i];
+        fwd_dump(f, f->h, n, d, "L%d.mlp_in", l);
+
+        fwd_rmsnorm(f, f->h, lw->mlp_norm, n, d, cfg->rms_norm_eps, f->xn);
+        fwd_dump(f, f->xn, n, d, "L%d.mlp_norm", l);
+        if (lw->is_moe) moe_block(f, l, f->xn, n, f->m_out);
+        else {
+            fwd_scratch_reset(f);
+            mlp_block(f, &lw->mlp, f->xn, n, f->m_out, 0);
+        }
+        fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
+        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->m_out[i];
+        fwd_dump(f, f->h, n, d, "L%d.out", l);
+    }
+
+    fwd_dump(f, f->h, n, d, "final_in");
+    fwd_rmsnorm(f, f->h, w->final_norm, n, d, cfg->rms_norm_eps, f->xn);
+    fwd_dump(f, f->xn, n, d, "final_norm");
+    if (logits) {
+        fwd_linear(f, &w->lm_head, f->xn, n, logits);
+        fwd_dump(f, logits, n, cfg->vocab_size, "logits");
+    }
+}

@@ -1,0 +1,121 @@
+/* mla.c - one NoPE MLA sub-layer (research/model-architecture.md §2.4, §10.4).
+ *
+ * The latent cache row of a token is [RMSNorm(c_kv) (r) | k_pe (dr)] (576
+ * values for K3). Two equivalent ways to attend over it:
+ *  - expanded (prefill): kv_b turns every cached c_kv into per-head
+ *    [k_nope | v]; keys are [k_nope_h | k_pe], ordinary causal attention;
+ *  - absorbed (decode): q_lat_h = q_nope_h · W_UK_h (r wide), scores against
+ *    the cached rows directly ([q_lat_h | q_pe_h] · [c_kv | k_pe]), output in
+ *    latent space o_lat_h = Σ p c_kv, then v_h = W_UV_h o_lat_h. W_UK_h and
+ *    W_UV_h are the k_nope and v row blocks of head h in kv_b.
+ * Scale (dn + dr)^-1/2 in both; no rotary anywhere. The norms inside MLA use
+ * eps 1e-6 (§2.3, §10.4). */
+#include <math.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/blocks.h"
+
+/* Rows [r0, r0 + nr) of a weight matrix as a matrix of its own. */
+static struct k3_mat mat_rows(const struct k3_mat *m, int64_t r0, int64_t nr)
+{
+    struct k3_mat s = *m;
+    s.rows = nr;
+    switch (m->fmt) {
+    case K3_WFMT_F32: s.data = (const float *)m->data + r0 * m->ld; break;
+    case K3_WFMT_BF16:
+    case K3_WFMT_F16: s.data = (const uint16_t *)m->data + r0 * m->ld; break;
+    case K3_WFMT_F8_E4M3: s.data = (const uint8_t *)m->data + r0 * m->ld; break;
+    case K3_WFMT_MXFP4:
+        s.data = (const uint8_t *)m->data + r0 * (m->ld / 2);
+        s.scale = m->scale + r0 * (m->ld / 32);
+        break;
+    }
+    return s;
+}
+
+void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t pos0, const float *xn,
+               int64_t n, float *out)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    const struct k3_mla_weights *w = &f->w->layers[l].mla;
+    const struct k3_ops *ops = f->be->ops;
+    int H = cfg->n_heads;
+    int64_t dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim;
+    int64_t r = cfg->kv_lora_rank, dq = dn + dr, lat = r + dr, T = pos0 + n;
+    double scale = 1 / sqrt((double)dq);
+    fwd_scratch_reset(f);
+
+    /* [n, H, dn + dr] queries, through the q LoRA when there is one. */
+    float *q = fwd_take(f, n * H * dq);
+    if (w->q_a.data) {
+        float *qa = fwd_take(f, n * w->q_a.rows);
+        fwd_linear(f, &w->q_a, xn, n, qa);
+        fwd_rmsnorm(f, qa, w->q_a_norm, n, w->q_a.rows, 1e-6, qa);
+        fwd_linear(f, &w->q_b, qa, n, q);
+    } else {
+        fwd_linear(f, &w->q, xn, n, q);
+    }
+    /* [n, r + dr] latent rows: c_kv normalised in place, written to the cache at pos0. */
+    float *kva = fwd_take(f, n * lat);
+    fwd_linear(f, &w->kv_a, xn, n, kva);
+    struct k3_rmsnorm_params rn = {.x = kva, .ldx = lat, .w = w->kv_a_norm, .y = kva, .ldy = lat,
+                                   .n_rows = n, .d = r, .eps = 1e-6};
+    ops->rmsnorm(f->be, &rn);
+    memcpy(c->mla_latent + pos0 * lat, kva, sizeof(float) * (size_t)(n * lat));
+    const float *cache = c->mla_latent;
+
+    /* [n, H·dv] attention output. */
+    float *o = fwd_take(f, n * H * dv);
+    int absorb = f->opts.mla_absorb < 0 ? n == 1 : f->opts.mla_absorb;
+    if (!absorb) {
+        /* [T, H, dn + dv] expanded cache, and [T, H, dn + dr] keys. */
+        float *kv = fwd_take(f, T * H * (dn + dv)), *keys = fwd_take(f, T * H * dq);
+        struct k3_matmul_params mp = {.x = cache, .ldx = lat, .w = &w->kv_b, .y = kv, .ldy = H * (dn + dv), .n = T};
+        ops->matmul(f->be, &mp);
+        for (int64_t t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                memcpy(keys + (t * H + h) * dq, kv + (t * H + h) * (dn + dv), sizeof(float) * (size_t)dn);
+                memcpy(keys + (t * H + h) * dq + dn, cache + t * lat + r, sizeof(float) * (size_t)dr);
+            }
+        struct k3_attn_params ap = {.q = q, .k = keys, .v = kv + dn, .o = o,
+                                    .q_ts = H * dq, .q_hs = dq, .k_ts = H * dq, .k_hs = dq,
+                                    .v_ts = H * (dn + dv), .v_hs = dn + dv, .o_ts = H * dv, .o_hs = dv,
+                                    .n = n, .n_kv = T, .pos0 = pos0, .n_head = H, .dqk = (int)dq,
+                                    .dv = (int)dv, .scale = scale};
+        ops->attn(f->be, &ap);
+    } else {
+        /* [n, H, r + dr] absorbed queries [q_nope_h · W_UK_h | q_pe_h]. */
+        float *qabs = fwd_take(f, n * H * lat), *olat = fwd_take(f, n * H * r);
+        for (int h = 0; h < H; h++) {
+            struct k3_mat wuk = mat_rows(&w->kv_b, h * (dn + dv), dn);
+            struct k3_matmul_params mp = {.x = q + h * dq, .ldx = H * dq, .w = &wuk, .y = qabs + h * lat,
+                                          .ldy = H * lat, .n = n, .trans = 1};
+            ops->matmul(f->be, &mp);
+            for (int64_t i = 0; i < n; i++)
+                memcpy(qabs + (i * H + h) * lat + r, q + (i * H + h) * dq + dn, sizeof(float) * (size_t)dr);
+        }
+        struct k3_attn_params ap = {.q = qabs, .k = cache, .v = cache, .o = olat,
+                                    .q_ts = H * lat, .q_hs = lat, .k_ts = lat, .k_hs = 0, .v_ts = lat, .v_hs = 0,
+                                    .o_ts = H * r, .o_hs = r, .n = n, .n_kv = T, .pos0 = pos0, .n_head = H,
+                                    .dqk = (int)lat, .dv = (int)r, .scale = scale};
+        ops->attn(f->be, &ap);
+        for (int h = 0; h < H; h++) {
+            struct k3_mat wuv = mat_rows(&w->kv_b, h * (dn + dv) + dn, dv);
+            struct k3_matmul_params mp = {.x = olat + h * r, .ldx = H * r, .w = &wuv, .y = o + h * dv,
+                                          .ldy = H * dv, .n = n};
+            ops->matmul(f->be, &mp);
+        }
+    }
+    fwd_dump(f, o, n, H * dv, "L%d.mla.o", l);
+
+    /* K3's gated MLA: o ⊙ sigmoid(g_proj x) before o_proj. */
+    if (w->g.data) {
+        float *g = fwd_take(f, n * H * dv);
+        fwd_linear(f, &w->g, xn, n, g);
+        struct k3_ew_params ep = {.op = K3_EW_MUL_SIGMOID, .a = o, .b = g, .lda = H * dv, .ldb = H * dv,
+                                  .y = o, .ldy = H * dv, .n = n, .m = H * dv};
+        ops->ew(f->be, &ep);
+    }
+    fwd_linear(f, &w->o, o, n, out);
+}
