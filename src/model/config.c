@@ -221,11 +221,14 @@ static int config_check(const struct reader *r, struct k3_model_config *c)
                 return field_err(r, names[k], msg);
             }
             if (seen[l - 1]) {
-                snprintf(msg, sizeof msg, "layer %d is listed twice (each layer is either KDA "
-                         "or full attention)", l);
+                if (seen[l - 1] == k + 1)
+                    snprintf(msg, sizeof msg, "layer %d is listed twice", l);
+                else
+                    snprintf(msg, sizeof msg, "layer %d is also in kda_layers (each layer is "
+                             "either KDA or full attention)", l);
                 return field_err(r, names[k], msg);
             }
-            seen[l - 1] = 1;
+            seen[l - 1] = k + 1;
             c->layer_attn[l - 1] = k == 0 ? K3_ATTN_KDA : K3_ATTN_MLA;
         }
     }
