@@ -74,5 +74,6 @@ int k3_main(int argc, char **argv);
 int k3_cmd_config(struct k3_cli *cli);
 int k3_cmd_gen_weights(struct k3_cli *cli);
 int k3_cmd_inspect(struct k3_cli *cli);
+int k3_cmd_logits(struct k3_cli *cli);
 
 #endif

@@ -22,7 +22,7 @@ const struct k3_cmd k3_cmds[] = {
     {"generate", "Generate a completion for one prompt and print it.",
      JOB_OPTS " prompt max-tokens seed", NULL, 1, "the serving loop"},
     {"logits", "Run one forward pass over a prompt and write the logits.",
-     JOB_OPTS " prompt out", NULL, 1, "the forward pass"},
+     JOB_OPTS " ids out decode-from dump", k3_cmd_logits, 1, NULL},
     {"dump", "Write hidden states of chosen layers to HDF5 for drafter training.",
      JOB_OPTS " input out layers final generate", NULL, 1, "hidden-state dumps"},
     {"gen-weights", "Write a synthetic checkpoint in the published format for a model config.",
