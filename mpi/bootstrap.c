@@ -128,3 +128,40 @@ char *k3_job_bcast_file(struct k3_job *job, const char *path, char *errbuf, int 
     buf[len] = 0;
     return buf;
 }
+
+void k3_job_check_same(struct k3_job *job, const void *bytes, size_t n, const char *what)
+{
+    /* FNV-1a, 64 bits, plus the length: a digest, not a security measure. */
+    unsigned long long h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)bytes)[i]) * 1099511628211ull;
+    struct { unsigned long long hash, n; char host[sizeof job->host]; } mine, *all = NULL;
+    memset(&mine, 0, sizeof mine);
+    mine.hash = h;
+    mine.n = n;
+    memcpy(mine.host, job->host, sizeof mine.host);
+    if (job->rank == 0) {
+        all = malloc(sizeof *all * (size_t)job->world);
+        K3_CHECK(all, "out of memory");
+    }
+    K3_CHECK_MPI(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0,
+                            job->world_comm));
+    if (job->rank == 0) {
+        char list[1024] = "";
+        int n_bad = 0;
+        for (int r = 1; r < job->world; r++) {
+            if (all[r].hash == all[0].hash && all[r].n == all[0].n) continue;
+            if (n_bad++ < 8) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%srank %d on %s", len ? ", " : "", r,
+                         all[r].host);
+            }
+        }
+        free(all);
+        if (n_bad)
+            K3_FATAL("%d rank%s disagree%s with rank 0 about %s: %s%s; every rank must be "
+                     "started with the same files and options", n_bad, n_bad == 1 ? "" : "s",
+                     n_bad == 1 ? "s" : "", what, list, n_bad > 8 ? ", ..." : "");
+    }
+    /* Nobody goes on until rank 0 has judged (and maybe aborted). */
+    K3_CHECK_MPI(MPI_Barrier(job->world_comm));
+}

@@ -10,6 +10,7 @@
 #define K3_MPI_BOOTSTRAP_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 struct k3_job {
     int rank, world;        /* in MPI_COMM_WORLD */
@@ -35,5 +36,11 @@ _Noreturn void k3_job_exit(struct k3_job *job, int code);
  * Returns NULL on every rank if rank 0 could not read it, with the reason in
  * errbuf on every rank. */
 char *k3_job_bcast_file(struct k3_job *job, const char *path, char *errbuf, int errbuf_bytes);
+
+/* Collective: every rank passes the bytes of something that must be equal
+ * everywhere (the model config, the deployment config, the checkpoint's
+ * identity). If any rank differs from rank 0, rank 0 aborts the job naming
+ * every rank that differs, with its host, and `what`. */
+void k3_job_check_same(struct k3_job *job, const void *bytes, size_t n, const char *what);
 
 #endif

@@ -1,7 +1,8 @@
 /* fatal_probe.c - a job whose rank 1 fails in a chosen way while the other
  * ranks wait in a collective that would hang forever without the fatal path.
  * The test script checks that the whole job ends, non-zero, naming rank 1.
- *   fatal_probe fatal | mpi | h5 | ok */
+ *   fatal_probe fatal | mpi | h5 | mismatch | ok
+ * (mismatch: the last rank passes a different "config" to k3_job_check_same) */
 #include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,10 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "ok";
     struct k3_job job;
     k3_job_init(&job, &argc, &argv);
+    if (!strcmp(mode, "mismatch")) {
+        const char *cfg = job.rank == job.world - 1 ? "tp = 2;" : "tp = 1;";
+        k3_job_check_same(&job, cfg, strlen(cfg), "the deployment configuration");
+    }
     if (job.rank == 1 || job.world == 1) {
         if (!strcmp(mode, "fatal")) K3_FATAL("injected failure in %s mode", mode);
         if (!strcmp(mode, "mpi")) {

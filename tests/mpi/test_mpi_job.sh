@@ -47,6 +47,9 @@ for mode in fatal mpi h5; do
     check_contains "$mode: says where" "$out" "fatal_probe.c:"
     check "$mode: no hang (took ${took}s)" "$([ "$took" -lt 60 ] && echo fast)" fast
 done
+out=$(timeout 120 "${MPIRUN[@]}" -np 4 "$PROBE" mismatch 2>&1); rc=$?
+check "config mismatch on 4 ranks fails the job" "$([ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo failed)" failed
+check_contains "config mismatch names the rank" "$out" "1 rank disagrees with rank 0 about the deployment configuration: rank 3 on"
 check_contains "mpi mode names the MPI error" "$(run2 "$PROBE" mpi)" "MPI error"
 check_contains "h5 mode prints the HDF5 failure" "$(run2 "$PROBE" h5)" "HDF5 call failed"
 check_contains "fatal mode carries the message" "$(run2 "$PROBE" fatal)" "injected failure in fatal mode"
