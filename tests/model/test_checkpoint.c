@@ -1,6 +1,6 @@
 /* test_checkpoint.c - gen-weights -> reader round trip for one model config.
  *
- * usage: test_checkpoint CONFIG.json OUT_DIR [--layers A-B] [--samples FILE] [--residency]
+ * usage: test_checkpoint CONFIG.json OUT_DIR [--layers A-B] [--samples FILE] [--residency] [--keep]
  *
  * Writes a synthetic checkpoint (several shards), opens and validates it, and
  * checks: entries and bytes per kind against the config's counts; every value
@@ -8,7 +8,8 @@
  * (MXFP4) slices against whole-tensor reads; expert subsets; determinism across
  * shard sizes; varied router choices. --samples writes decoded MXFP4 rows for
  * the independent Python check; --residency checks with mincore() that slice
- * and expert-subset reads fault in only their own pages. */
+ * and expert-subset reads fault in only their own pages. The checkpoints are
+ * removed when every check passed, unless --keep (the first one, OUT_DIR/a). */
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
@@ -424,16 +425,17 @@ static void check_residency(const char *dir)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s CONFIG.json OUT_DIR [--layers A-B] [--samples FILE] [--residency]\n",
+        fprintf(stderr, "usage: %s CONFIG.json OUT_DIR [--layers A-B] [--samples FILE] [--residency] [--keep]\n",
                 argv[0]);
         return 2;
     }
     const char *config = argv[1], *out = argv[2], *samples = NULL;
-    int lo = -1, hi = -1, residency = 0;
+    int lo = -1, hi = -1, residency = 0, keep = 0;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc) sscanf(argv[++i], "%d-%d", &lo, &hi);
         else if (!strcmp(argv[i], "--samples") && i + 1 < argc) samples = argv[++i];
         else if (!strcmp(argv[i], "--residency")) residency = 1;
+        else if (!strcmp(argv[i], "--keep")) keep = 1;
     }
     struct k3_model_config cfg;
     struct k3_err err;
@@ -498,7 +500,7 @@ int main(int argc, char **argv)
     if (samples) write_samples(ck, &cfg, samples, lo, hi);
 
     /* Only small checkpoints are written twice more (determinism). */
-    if (counts.bytes_total < (2ull << 30)) {
+    if (counts.bytes_total < (256ull << 20)) {
         o.out_dir = dir_b;
         o.shard_bytes = 0;
         CHECK_MSG(k3_gen_weights(&o, &st, &err) == 0, "%s", err.msg);
@@ -519,6 +521,13 @@ int main(int argc, char **argv)
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/residency", out);
         check_residency(dir);
+    }
+    /* Multi-GB outputs are not left behind when everything passed. */
+    if (!k3_test_failed) {
+        char cmd[16384];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s/residency'%s%s%s", dir_b, dir_c, out,
+                 keep ? "" : " '", keep ? "" : dir_a, keep ? "" : "'");
+        if (system(cmd)) fprintf(stderr, "warning: could not remove %s/*\n", out);
     }
     return k3_test_summary();
 }
