@@ -30,7 +30,7 @@ const struct k3_cmd k3_cmds[] = {
     {"inspect", "Print a checkpoint's (or a config's) architecture, parameters and bytes.",
      "model model-config json", k3_cmd_inspect, 0, NULL},
     {"tokenize", "Tokenize text with the Kimi tokenizer and print the ids.",
-     "model tokenizer text input json", NULL, 0, "the tokenizer"},
+     "model tokenizer text file decode special threads json", k3_cmd_tokenize, 0, NULL},
     {"render", "Render a chat request (JSON) to the K3 prompt and its tokens.",
      "model tokenizer input json", NULL, 0, "the chat format"},
     {"plan", "Plan a deployment: memory per rank, cache capacity, layout.",

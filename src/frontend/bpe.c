@@ -1,0 +1,162 @@
+/* bpe.c - byte-level BPE of one pre-tokenizer piece, exactly as tiktoken merges
+ * (research/tokenizer.md §1.1): start from single bytes; repeatedly merge the adjacent pair
+ * whose concatenation has the lowest rank, the leftmost on ties; stop when no adjacent
+ * concatenation is a token. A piece that is itself a token is that token (tiktoken's
+ * whole-piece lookup; the merge would reach the same result only when ranks agree, so it
+ * is part of the definition, not an optimization).
+ *
+ * Three implementations, one result:
+ *   - short pieces: parts in stack arrays, a linear scan for the minimum (cache-friendly;
+ *     tiktoken does the same below 100 bytes);
+ *   - long pieces: a binary heap of (rank, position) over a linked list of parts, with lazy
+ *     invalidation: O(n log n), so a 1 MB piece without whitespace is not quadratic;
+ *   - k3_bpe_piece_ref: the plain O(n^2) loop, the reference the tests hold the others to. */
+#include "frontend/tok_internal.h"
+
+#include <stdlib.h>
+
+#include "core/log.h"
+
+#define BPE_SHORT 128 /* longest piece for the linear scan; above it the heap wins */
+
+static size_t bpe_short(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+{
+    uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    for (size_t i = 0; i + 1 < n; i++) rk[i] = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+    while (m > 1) {
+        uint32_t best = K3_TOK_NONE;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++)
+            if (rk[i] < best) best = rk[i], bi = i;
+        if (best == K3_TOK_NONE) break;
+        tok[bi] = best;
+        for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1], rk[i] = rk[i + 1];
+        m--;
+        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank(t, tok[bi], tok[bi + 1]);
+        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank(t, tok[bi - 1], tok[bi]);
+    }
+    for (size_t i = 0; i < m; i++) out[i] = (int32_t)tok[i];
+    return m;
+}
+
+/* Min-heap of (rank << 32 | position): the lowest rank first, then the leftmost. */
+static void heap_push(uint64_t *h, size_t *n, uint64_t v)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (h[parent] <= v) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = v;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n)
+{
+    uint64_t top = h[0], v = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && h[c + 1] < h[c]) c++;
+        if (v <= h[c]) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = v;
+    return top;
+}
+
+static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+{
+    /* Parts are named by the byte position where they start; next/prev link live ones. */
+    uint32_t *tok = malloc(sizeof(uint32_t) * n * 3);
+    uint64_t *heap = malloc(sizeof(uint64_t) * n * 2);
+    K3_CHECK(tok && heap, "out of memory in BPE of a %zu-byte piece", n);
+    uint32_t *next = tok + n, *prev = tok + 2 * n;
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = t->byte_rank[s[i]];
+        next[i] = (uint32_t)(i + 1);
+        prev[i] = (uint32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t r = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+        if (r != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r << 32 | i);
+    }
+    while (nh) {
+        uint64_t top = heap_pop(heap, &nh);
+        uint32_t r = (uint32_t)(top >> 32), i = (uint32_t)top;
+        uint32_t j = next[i];
+        /* Stale entry: i was merged away (tok = NONE), or its pair is no longer rank r. */
+        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank(t, tok[i], tok[j]) != r) continue;
+        tok[i] = r;
+        tok[j] = K3_TOK_NONE;
+        next[i] = next[j];
+        if (next[j] < n) prev[next[j]] = i;
+        if (next[i] < n) {
+            uint32_t r2 = k3_tok_pair_rank(t, tok[i], tok[next[i]]);
+            if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | i);
+        }
+        if (i > 0) {
+            uint32_t p = prev[i];
+            uint32_t r2 = k3_tok_pair_rank(t, tok[p], tok[i]);
+            if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | p);
+        }
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i = next[i]) out[m++] = (int32_t)tok[i];
+    free(tok);
+    free(heap);
+    return m;
+}
+
+size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+{
+    if (n == 1) {
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        return 1;
+    }
+    if (n <= (size_t)t->max_token_bytes) {
+        uint32_t r = k3_tok_piece_rank(t, s, n);
+        if (r != K3_TOK_NONE) {
+            out[0] = (int32_t)r;
+            return 1;
+        }
+    }
+    return n <= BPE_SHORT ? bpe_short(t, s, n, out) : bpe_long(t, s, n, out);
+}
+
+size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+{
+    uint32_t r = n <= (size_t)t->max_token_bytes ? k3_tok_piece_rank(t, s, n) : K3_TOK_NONE;
+    if (r != K3_TOK_NONE) {
+        out[0] = (int32_t)r;
+        return 1;
+    }
+    /* Parts as byte offsets; the rank of a pair is looked up by its bytes, as tiktoken does. */
+    size_t *start = malloc(sizeof(size_t) * (n + 1));
+    K3_CHECK(start, "out of memory");
+    size_t m = n;
+    for (size_t i = 0; i <= n; i++) start[i] = i;
+    for (;;) {
+        uint32_t best = K3_TOK_NONE;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++) {
+            size_t len = start[i + 2] - start[i];
+            uint32_t pr = len <= (size_t)t->max_token_bytes ? k3_tok_piece_rank(t, s + start[i], len)
+                                                           : K3_TOK_NONE;
+            if (pr < best) best = pr, bi = i;
+        }
+        if (best == K3_TOK_NONE) break;
+        for (size_t i = bi + 1; i < m; i++) start[i] = start[i + 1];
+        m--;
+    }
+    for (size_t i = 0; i < m; i++)
+        out[i] = (int32_t)k3_tok_piece_rank(t, s + start[i], start[i + 1] - start[i]);
+    free(start);
+    return m;
+}

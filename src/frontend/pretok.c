@@ -1,0 +1,181 @@
+/* pretok.c - the Kimi pre-tokenizer: a hand-written scanner for tokenization_kimi.py's
+ * pat_str (research/frontend.md §1.2), with the regex engine's semantics reproduced
+ * exactly. fancy-regex matches leftmost-first, alternatives in order, quantifiers greedy
+ * with backtracking; find_iter restarts at the end of each match. Every character is
+ * matched by some alternative, so the pieces tile the text.
+ *
+ *   1 [\p{Han}]+
+ *   2 P? U* W+ C?        P = [^\r\n\p{L}\p{N}]   U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]
+ *   3 P? U+ W* C?        W = [\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]   C = (?i:'s|'t|'re|'ve|'m|'ll|'d)
+ *   4 \p{N}{1,3}
+ *   5 ' '? O+ [\r\n]*    O = [^\s\p{L}\p{N}]
+ *   6 \s*[\r\n]+         ends at the last CR/LF of the whitespace run
+ *   7 \s+(?!\S)          the run minus its last character, or all of it at the end of text
+ *   8 \s+
+ *
+ * Backtracking that matters: in 2, U* and W+ overlap (Lm, Lo, M are in both), so when no
+ * W follows the maximal U run, W+ takes the last W-capable character of the run; the
+ * optional prefix P? is tried with and then without (a mark can be a prefix or a letter);
+ * 2 is tried completely (both prefix choices) before 3. The contraction is case-
+ * insensitive under Unicode simple case folding: 'S, and 'ſ (U+017F) for 's.
+ *
+ * ASCII takes a byte table; other code points the generated Unicode 16.0 table. */
+#include "frontend/tok_internal.h"
+#include "frontend/unicode.h"
+
+#include "core/log.h"
+
+/* ASCII flags (the same bits as the Unicode table), filled by the rules above. */
+#define A_L (K3_UC_L)
+#define A_UP (K3_UC_UP | K3_UC_L)
+#define A_LO (K3_UC_LO | K3_UC_L)
+#define A_N (K3_UC_N)
+#define A_WS (K3_UC_WS | K3_UC_PYSPACE)
+static const uint8_t ascii_flags[128] = {
+    ['\t'] = A_WS, ['\n'] = A_WS, ['\v'] = A_WS, ['\f'] = A_WS, ['\r'] = A_WS,
+    [0x1C] = K3_UC_PYSPACE, [0x1D] = K3_UC_PYSPACE, [0x1E] = K3_UC_PYSPACE, [0x1F] = K3_UC_PYSPACE,
+    [' '] = A_WS,
+    ['0'] = A_N, ['1'] = A_N, ['2'] = A_N, ['3'] = A_N, ['4'] = A_N,
+    ['5'] = A_N, ['6'] = A_N, ['7'] = A_N, ['8'] = A_N, ['9'] = A_N,
+    ['A'] = A_UP, ['B'] = A_UP, ['C'] = A_UP, ['D'] = A_UP, ['E'] = A_UP, ['F'] = A_UP,
+    ['G'] = A_UP, ['H'] = A_UP, ['I'] = A_UP, ['J'] = A_UP, ['K'] = A_UP, ['L'] = A_UP,
+    ['M'] = A_UP, ['N'] = A_UP, ['O'] = A_UP, ['P'] = A_UP, ['Q'] = A_UP, ['R'] = A_UP,
+    ['S'] = A_UP, ['T'] = A_UP, ['U'] = A_UP, ['V'] = A_UP, ['W'] = A_UP, ['X'] = A_UP,
+    ['Y'] = A_UP, ['Z'] = A_UP,
+    ['a'] = A_LO, ['b'] = A_LO, ['c'] = A_LO, ['d'] = A_LO, ['e'] = A_LO, ['f'] = A_LO,
+    ['g'] = A_LO, ['h'] = A_LO, ['i'] = A_LO, ['j'] = A_LO, ['k'] = A_LO, ['l'] = A_LO,
+    ['m'] = A_LO, ['n'] = A_LO, ['o'] = A_LO, ['p'] = A_LO, ['q'] = A_LO, ['r'] = A_LO,
+    ['s'] = A_LO, ['t'] = A_LO, ['u'] = A_LO, ['v'] = A_LO, ['w'] = A_LO, ['x'] = A_LO,
+    ['y'] = A_LO, ['z'] = A_LO,
+};
+
+/* Flags of the character at s[p] and its byte length. */
+static inline unsigned char_at(const uint8_t *s, size_t p, int *len)
+{
+    if (s[p] < 0x80) {
+        *len = 1;
+        return ascii_flags[s[p]];
+    }
+    uint32_t cp = k3_utf8_decode(s + p, len);
+    return k3_uc_flags(cp);
+}
+
+static inline int is_crlf(uint8_t c) { return c == '\r' || c == '\n'; }
+
+/* P = [^\r\n\p{L}\p{N}] */
+static inline int in_prefix(unsigned f, uint8_t first_byte)
+{
+    return !(f & (K3_UC_L | K3_UC_N)) && !is_crlf(first_byte);
+}
+
+/* O = [^\s\p{L}\p{N}] */
+static inline int in_punct(unsigned f) { return !(f & (K3_UC_WS | K3_UC_L | K3_UC_N)); }
+
+static inline int lower_eq(uint8_t c, char lc) { return (c | 0x20) == lc; }
+
+/* C = (?i:'s|'t|'re|'ve|'m|'ll|'d)? at s[e]: the end after it. */
+static inline size_t contraction(const uint8_t *s, size_t e, size_t n)
+{
+    if (e + 1 >= n || s[e] != '\'') return e;
+    uint8_t c = s[e + 1];
+    if (lower_eq(c, 's') || lower_eq(c, 't') || lower_eq(c, 'm') || lower_eq(c, 'd')) return e + 2;
+    if (c == 0xC5 && e + 2 < n && s[e + 2] == 0xBF) return e + 3; /* U+017F folds to s */
+    if (e + 2 < n) {
+        uint8_t c2 = s[e + 2];
+        if ((lower_eq(c, 'r') || lower_eq(c, 'v')) && lower_eq(c2, 'e')) return e + 3;
+        if (lower_eq(c, 'l') && lower_eq(c2, 'l')) return e + 3;
+    }
+    return e;
+}
+
+/* Maximal run of characters having any of the bits `want`, from q. */
+static inline size_t run_of(const uint8_t *s, size_t q, size_t n, unsigned want)
+{
+    while (q < n) {
+        int len;
+        if (!(char_at(s, q, &len) & want)) break;
+        q += (size_t)len;
+    }
+    return q;
+}
+
+/* Alternative 2 without the prefix, from q: U* W+ C?. Returns the end or 0. */
+static size_t alt_upper_lower(const uint8_t *s, size_t q, size_t n)
+{
+    size_t r = q, last_w_end = 0;
+    while (r < n) {
+        int len;
+        unsigned f = char_at(s, r, &len);
+        if (!(f & K3_UC_UP)) break;
+        r += (size_t)len;
+        if (f & K3_UC_LO) last_w_end = r;
+    }
+    if (r < n) {
+        int len;
+        if (char_at(s, r, &len) & K3_UC_LO) return contraction(s, run_of(s, r, n, K3_UC_LO), n);
+    }
+    /* W+ backtracks into the U run: the last W-capable character of it, alone (everything
+     * after it in the run is Lu/Lt, and the character at r is not in W). */
+    return last_w_end ? contraction(s, last_w_end, n) : 0;
+}
+
+/* Alternative 3 without the prefix, from q: U+ W* C?. Returns the end or 0. */
+static size_t alt_upper(const uint8_t *s, size_t q, size_t n)
+{
+    size_t r = run_of(s, q, n, K3_UC_UP);
+    if (r == q) return 0;
+    return contraction(s, run_of(s, r, n, K3_UC_LO), n);
+}
+
+size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n)
+{
+    int len;
+    unsigned f = char_at(s, p, &len);
+    size_t q = p + (size_t)len, e;
+    if (f & K3_UC_HAN) return run_of(s, q, n, K3_UC_HAN); /* 1 */
+    int prefix = in_prefix(f, s[p]);
+    /* 2, then 3: each with the prefix first, then without. */
+    if (prefix && (e = alt_upper_lower(s, q, n))) return e;
+    if ((f & (K3_UC_UP | K3_UC_LO)) && (e = alt_upper_lower(s, p, n))) return e;
+    if (prefix && (e = alt_upper(s, q, n))) return e;
+    if ((f & K3_UC_UP) && (e = alt_upper(s, p, n))) return e;
+    if (f & K3_UC_N) { /* 4 */
+        size_t r = q;
+        for (int k = 1; k < 3 && r < n; k++) {
+            int l2;
+            if (!(char_at(s, r, &l2) & K3_UC_N)) break;
+            r += (size_t)l2;
+        }
+        return r;
+    }
+    /* 5: ' '? O+ [\r\n]* */
+    size_t o = (size_t)-1;
+    if (in_punct(f)) o = p;
+    else if (s[p] == ' ' && q < n) {
+        int l2;
+        if (in_punct(char_at(s, q, &l2))) o = q;
+    }
+    if (o != (size_t)-1) {
+        size_t r = o;
+        while (r < n) {
+            int l2;
+            if (!in_punct(char_at(s, r, &l2))) break;
+            r += (size_t)l2;
+        }
+        while (r < n && is_crlf(s[r])) r++;
+        return r;
+    }
+    K3_CHECK(f & K3_UC_WS, "pre-tokenizer: no alternative matches U+%04X", k3_utf8_decode(s + p, &len));
+    /* 6, 7, 8 over the maximal whitespace run [p, r). */
+    size_t r = p, last_crlf = (size_t)-1, last_start = p;
+    while (r < n) {
+        int l2;
+        if (!(char_at(s, r, &l2) & K3_UC_WS)) break;
+        if (is_crlf(s[r])) last_crlf = r;
+        last_start = r;
+        r += (size_t)l2;
+    }
+    if (last_crlf != (size_t)-1) return last_crlf + 1;  /* 6 */
+    if (r == n || last_start == p) return r;            /* 7 at the end of text, or 8 */
+    return last_start;                                  /* 7: leave the last one */
+}

@@ -1,0 +1,477 @@
+/* tokenizer.c - the encode pipeline, decoding and the streaming detokenizer.
+ *
+ * Encode = what tokenization_kimi.py's encode() does, in its order:
+ *   1. invalid UTF-8 becomes U+FFFD (Python's errors="replace"; the reference takes str);
+ *   2. the wrapper's cuts: 400,000-code-point slices, and inside each, runs of more than
+ *      25,000 consecutive str.isspace() or non-isspace code points cut every 25,000
+ *      (_split_whitespaces_or_nonwhitespaces); each substring is encoded on its own;
+ *   3. K3_TOK_SPECIAL: special-token text inside a substring becomes its id, the text between
+ *      is encoded on its own (tiktoken encode(allowed_special="all")); K3_TOK_PLAIN: none is
+ *      recognized (disallowed_special=());
+ *   4. each ordinary segment: pre-tokenizer pieces (pretok.c), BPE per piece (bpe.c).
+ *
+ * Multi-threaded path: the same segments, long ones cut further where the pre-tokenizer
+ * provably cuts, so every chunk encodes exactly as it would inside the whole:
+ *   - after '\n' when the next byte is ASCII non-whitespace: a piece can hold '\n' only as
+ *     its tail ([\r\n]* after punctuation, \s*[\r\n]+) or before more whitespace, never
+ *     before a non-space;
+ *   - before ' ' when the byte before is an ASCII letter or digit: letter and digit pieces
+ *     never take a space after them (the prefix P? comes first in a piece, and a
+ *     contraction starts with an apostrophe).
+ * The pre-tokenizer has no lookbehind, and each chunk still ends where its segment ends or
+ * at such a boundary, so the (?!\S) at its end sees what it sees in the whole text.
+ * Chunks are encoded by the pool's threads, pulling the next chunk from a counter, and
+ * concatenated in order. */
+#include "frontend/tok_internal.h"
+#include "frontend/unicode.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "kernels/cpu/pool.h"
+
+/* ---- UTF-8 ------------------------------------------------------------------------- */
+
+int k3_utf8_check(const uint8_t *s, size_t n)
+{
+    uint8_t c = s[0], lo = 0x80, hi = 0xBF;
+    int need;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
+    } else
+        return -1;
+    for (int k = 1; k <= need; k++) {
+        if ((size_t)k >= n) return 0;
+        if (s[k] < lo || s[k] > hi) return -k;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return need + 1;
+}
+
+size_t k3_utf8_valid_prefix(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = k3_utf8_check(s + i, n - i);
+        if (k <= 0) return i;
+        i += (size_t)k;
+    }
+    return n;
+}
+
+/* A copy of s with every maximal invalid subpart (and an incomplete tail) as U+FFFD. */
+static uint8_t *utf8_sanitize(const uint8_t *s, size_t n, size_t valid, size_t *out_len)
+{
+    uint8_t *o = malloc(n * 3 + 1);
+    K3_CHECK(o, "out of memory");
+    memcpy(o, s, valid);
+    size_t w = valid;
+    for (size_t i = valid; i < n;) {
+        int k = k3_utf8_check(s + i, n - i);
+        if (k > 0) {
+            memcpy(o + w, s + i, (size_t)k);
+            w += (size_t)k;
+            i += (size_t)k;
+            continue;
+        }
+        i += k < 0 ? (size_t)-k : n - i;
+        memcpy(o + w, "\xEF\xBF\xBD", 3);
+        w += 3;
+    }
+    *out_len = w;
+    return o;
+}
+
+/* ---- id vectors -------------------------------------------------------------------- */
+
+static void ids_reserve(struct k3_tok_ids *v, size_t more)
+{
+    if (v->cap - v->n >= more) return;
+    size_t cap = v->cap ? v->cap : 1024;
+    while (cap - v->n < more) cap *= 2;
+    int32_t *ids = realloc(v->ids, cap * sizeof *ids);
+    K3_CHECK(ids, "out of memory for %zu token ids", cap);
+    v->ids = ids;
+    v->cap = cap;
+}
+
+void k3_tok_ids_free(struct k3_tok_ids *v)
+{
+    free(v->ids);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- ordinary text ------------------------------------------------------------------ */
+
+static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, struct k3_tok_ids *out)
+{
+    size_t p = 0;
+    while (p < n) {
+        size_t e = k3_pretok_next(s, p, n);
+        ids_reserve(out, e - p);
+        out->n += k3_bpe_piece(t, s + p, e - p, out->ids + out->n);
+        p = e;
+    }
+}
+
+/* ---- segments: the wrapper's cuts and the special tokens ----------------------------- */
+
+struct seg_sink {
+    void (*text)(struct seg_sink *k, size_t a, size_t b);
+    void (*special)(struct seg_sink *k, int32_t id);
+};
+
+/* Special token starting at s[p] (which is '<' or '['), within s[0..n): its id or -1. */
+static int32_t special_at(const struct k3_tok *t, const uint8_t *s, size_t p, size_t n)
+{
+    uint8_t close = s[p] == '<' ? '>' : ']';
+    size_t lim = n - p < (size_t)t->max_special_bytes ? n - p : (size_t)t->max_special_bytes;
+    const uint8_t *e = memchr(s + p + 1, close, lim - 1);
+    if (!e) return -1;
+    size_t len = (size_t)(e - (s + p)) + 1;
+    uint64_t h = k3_tok_hash(s + p, len);
+    uint32_t tag = (uint32_t)h, i = (uint32_t)(h >> 32) & t->spec_mask;
+    for (;; i = (i + 1) & t->spec_mask) {
+        uint64_t v = t->spec_slots[i];
+        if (!v) return -1;
+        uint32_t id = (uint32_t)v - 1 + (uint32_t)t->n_ranks;
+        if ((uint32_t)(v >> 32) == tag && t->off[id + 1] - t->off[id] == len &&
+            !memcmp(t->bytes + t->off[id], s + p, len))
+            return (int32_t)id;
+    }
+}
+
+/* One substring of the wrapper: split at special tokens when the mode allows them. */
+static void substring(const struct k3_tok *t, const uint8_t *s, size_t a, size_t b,
+                      enum k3_tok_mode mode, struct seg_sink *k)
+{
+    if (mode == K3_TOK_SPECIAL) {
+        size_t start = a;
+        for (size_t p = a; p < b; p++) {
+            if (s[p] != '<' && s[p] != '[') continue;
+            if (b - p < 3) break;
+            int32_t id = special_at(t, s, p, b);
+            if (id < 0) continue;
+            if (p > start) k->text(k, start, p);
+            k->special(k, id);
+            p += t->off[id + 1] - t->off[id] - 1;
+            start = p + 1;
+        }
+        if (start < b) k->text(k, start, b);
+        return;
+    }
+    if (b > a) k->text(k, a, b);
+}
+
+/* isspace() of the code point at s[i] (valid UTF-8) and its length. */
+static inline int py_isspace(const uint8_t *s, size_t i, int *len)
+{
+    static const uint8_t ascii_space[128] = {
+        ['\t'] = 1, ['\n'] = 1, ['\v'] = 1, ['\f'] = 1, ['\r'] = 1, [0x1C] = 1, [0x1D] = 1,
+        [0x1E] = 1, [0x1F] = 1, [' '] = 1};
+    if (s[i] < 0x80) {
+        *len = 1;
+        return ascii_space[s[i]];
+    }
+    return (k3_uc_flags(k3_utf8_decode(s + i, len)) & K3_UC_PYSPACE) != 0;
+}
+
+/* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
+ * isspace / non-isspace code points is longer than 25,000. */
+static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3_tok_mode mode,
+                     struct seg_sink *k)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t slice_start = i, sub_start = i, n_chars = 0, run = 0;
+        int run_space = -1;
+        while (i < n && n_chars < K3_TOK_MAX_SLICE_CHARS) {
+            /* ASCII non-space bytes in bulk: same class, one char per byte. */
+            if (run_space == 0 && i + 8 <= n) {
+                uint64_t w;
+                memcpy(&w, s + i, 8);
+                /* no byte >= 0x80 and none <= 0x20 (all spaces are 0x09-0x0D, 0x1C-0x20) */
+                uint64_t le20 = (w - 0x2121212121212121ull) & ~w;
+                if (!((w | le20) & 0x8080808080808080ull) && n_chars + 8 <= K3_TOK_MAX_SLICE_CHARS &&
+                    run + 8 <= K3_TOK_MAX_RUN_CHARS) {
+                    i += 8;
+                    n_chars += 8;
+                    run += 8;
+                    continue;
+                }
+            }
+            int len;
+            int sp = py_isspace(s, i, &len);
+            if (sp != run_space) {
+                run = 1;
+                run_space = sp;
+            } else if (++run > K3_TOK_MAX_RUN_CHARS) {
+                substring(t, s, sub_start, i, mode, k);
+                sub_start = i;
+                run = 1;
+            }
+            i += (size_t)len;
+            n_chars++;
+        }
+        (void)slice_start;
+        substring(t, s, sub_start, i, mode, k);
+    }
+}
+
+/* ---- single-threaded ---------------------------------------------------------------- */
+
+struct st_sink {
+    struct seg_sink k;
+    const struct k3_tok *t;
+    const uint8_t *s;
+    struct k3_tok_ids *out;
+};
+
+static void st_text(struct seg_sink *k, size_t a, size_t b)
+{
+    struct st_sink *c = (struct st_sink *)k;
+    encode_ordinary(c->t, c->s + a, b - a, c->out);
+}
+
+static void st_special(struct seg_sink *k, int32_t id)
+{
+    struct st_sink *c = (struct st_sink *)k;
+    ids_reserve(c->out, 1);
+    c->out->ids[c->out->n++] = id;
+}
+
+/* ---- multi-threaded ----------------------------------------------------------------- */
+
+struct mt_item {
+    size_t a, b;        /* text chunk, or */
+    int32_t special;    /* >= 0: a special token */
+    struct k3_tok_ids ids;
+};
+
+struct mt_sink {
+    struct seg_sink k;
+    const struct k3_tok *t;
+    const uint8_t *s;
+    size_t chunk;       /* target chunk bytes */
+    struct mt_item *items;
+    size_t n_items, cap;
+    atomic_size_t next; /* next item to encode */
+};
+
+static struct mt_item *mt_add(struct mt_sink *c)
+{
+    if (c->n_items == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 64;
+        c->items = realloc(c->items, c->cap * sizeof *c->items);
+        K3_CHECK(c->items, "out of memory");
+    }
+    struct mt_item *it = &c->items[c->n_items++];
+    memset(it, 0, sizeof *it);
+    it->special = -1;
+    return it;
+}
+
+static inline int ascii_alnum(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+static inline int ascii_nonspace(uint8_t c)
+{
+    return c < 0x80 && c > ' ' && !(c >= 0x1C && c <= 0x1F);
+}
+
+/* A position in (a, b) where the pre-tokenizer provably cuts, at or after from; b if none. */
+static size_t safe_cut(const uint8_t *s, size_t from, size_t b)
+{
+    for (size_t i = from; i < b; i++) {
+        if (s[i - 1] == '\n' && ascii_nonspace(s[i])) return i;
+        if (s[i] == ' ' && ascii_alnum(s[i - 1])) return i;
+    }
+    return b;
+}
+
+static void mt_text(struct seg_sink *k, size_t a, size_t b)
+{
+    struct mt_sink *c = (struct mt_sink *)k;
+    while (b - a > c->chunk + c->chunk / 2) {
+        size_t cut = safe_cut(c->s, a + c->chunk, b);
+        if (cut >= b) break;
+        struct mt_item *it = mt_add(c);
+        it->a = a;
+        it->b = cut;
+        a = cut;
+    }
+    struct mt_item *it = mt_add(c);
+    it->a = a;
+    it->b = b;
+}
+
+static void mt_special(struct seg_sink *k, int32_t id)
+{
+    mt_add((struct mt_sink *)k)->special = id;
+}
+
+static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct mt_sink *c = ctx;
+    for (;;) {
+        size_t i = atomic_fetch_add(&c->next, 1);
+        if (i >= c->n_items) break;
+        struct mt_item *it = &c->items[i];
+        if (it->special >= 0) continue;
+        encode_ordinary(c->t, c->s + it->a, it->b - it->a, &it->ids);
+    }
+}
+
+/* ---- encode ------------------------------------------------------------------------- */
+
+#define MT_MIN_BYTES (64 * 1024) /* below this one thread is faster than waking the pool */
+
+void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3_tok_mode mode,
+                   struct k3_pool *pool, struct k3_tok_ids *out)
+{
+    const uint8_t *s = (const uint8_t *)text;
+    uint8_t *clean = NULL;
+    size_t valid = k3_utf8_valid_prefix(s, len);
+    if (valid < len) {
+        clean = utf8_sanitize(s, len, valid, &len);
+        s = clean;
+    }
+    if (!pool || pool->n_threads <= 1 || len < MT_MIN_BYTES) {
+        struct st_sink c = {{st_text, st_special}, t, s, out};
+        segments(t, s, len, mode, &c.k);
+        free(clean);
+        return;
+    }
+    struct mt_sink c = {{mt_text, mt_special}, t, s, 0, NULL, 0, 0, 0};
+    c.chunk = len / ((size_t)pool->n_threads * 4);
+    if (c.chunk < 16 * 1024) c.chunk = 16 * 1024;
+    atomic_init(&c.next, 0);
+    segments(t, s, len, mode, &c.k);
+    k3_pool_for(pool, pool->n_threads, mt_worker, &c);
+    size_t total = 0;
+    for (size_t i = 0; i < c.n_items; i++) total += c.items[i].special >= 0 ? 1 : c.items[i].ids.n;
+    ids_reserve(out, total);
+    for (size_t i = 0; i < c.n_items; i++) {
+        struct mt_item *it = &c.items[i];
+        if (it->special >= 0) {
+            out->ids[out->n++] = it->special;
+            continue;
+        }
+        memcpy(out->ids + out->n, it->ids.ids, it->ids.n * sizeof(int32_t));
+        out->n += it->ids.n;
+        k3_tok_ids_free(&it->ids);
+    }
+    free(c.items);
+    free(clean);
+}
+
+/* ---- decode ------------------------------------------------------------------------- */
+
+int k3_tok_decode(const struct k3_tok *t, const int32_t *ids, size_t n, char **out, size_t *out_len,
+                  struct k3_err *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->n_vocab)
+            return k3_err_set(err, "token id %d at position %zu is out of range (0..%d)", ids[i], i,
+                              t->n_vocab - 1);
+        total += t->off[ids[i] + 1] - t->off[ids[i]];
+    }
+    char *o = malloc(total + 1);
+    if (!o) return k3_err_set(err, "out of memory decoding %zu ids", n);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = t->off[ids[i] + 1] - t->off[ids[i]];
+        memcpy(o + w, t->bytes + t->off[ids[i]], l);
+        w += l;
+    }
+    o[w] = 0;
+    *out = o;
+    *out_len = w;
+    return 0;
+}
+
+void k3_detok_init(struct k3_detok *d, const struct k3_tok *t)
+{
+    memset(d, 0, sizeof *d);
+    d->tok = t;
+}
+
+/* Emits what buf[0..n) completes; keeps a valid incomplete tail in d->pend. */
+static int detok_feed(struct k3_detok *d, const uint8_t *buf, size_t n, char *out)
+{
+    size_t w = 0, i = 0;
+    while (i < n) {
+        if (buf[i] < 0x80) {
+            out[w++] = (char)buf[i++];
+            continue;
+        }
+        int k = k3_utf8_check(buf + i, n - i);
+        if (k > 0) {
+            memcpy(out + w, buf + i, (size_t)k);
+            w += (size_t)k;
+            i += (size_t)k;
+        } else if (k < 0) {
+            memcpy(out + w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i += (size_t)-k;
+        } else {
+            d->n_pend = (int)(n - i);
+            memcpy(d->pend, buf + i, n - i);
+            break;
+        }
+    }
+    out[w] = 0;
+    return (int)w;
+}
+
+int k3_detok_push(struct k3_detok *d, int32_t id, char *out)
+{
+    if (id < 0 || id >= d->tok->n_vocab) return -1;
+    const uint8_t *b = d->tok->bytes + d->tok->off[id];
+    size_t n = d->tok->off[id + 1] - d->tok->off[id];
+    uint8_t buf[4 + 256 + 64];
+    K3_CHECK(n <= sizeof buf - 4, "token %d has %zu bytes", id, n);
+    size_t m = (size_t)d->n_pend;
+    memcpy(buf, d->pend, m);
+    memcpy(buf + m, b, n);
+    d->n_pend = 0;
+    return detok_feed(d, buf, m + n, out);
+}
+
+int k3_detok_flush(struct k3_detok *d, char *out)
+{
+    int w = 0;
+    if (d->n_pend) { /* an incomplete sequence is one maximal subpart */
+        memcpy(out, "\xEF\xBF\xBD", 3);
+        w = 3;
+    }
+    out[w] = 0;
+    d->n_pend = 0;
+    return w;
+}

@@ -1,0 +1,632 @@
+/* vocab.c - loading the Kimi vocabulary: tiktoken.model (one "<base64 bytes> <rank>" line
+ * per BPE token, the format of tiktoken.load.load_tiktoken_bpe) and the special tokens of
+ * tokenizer_config.json.
+ *
+ * Specials follow tokenization_kimi.py: ids n_ranks .. n_ranks+255; an id listed in
+ * added_tokens_decoder gets its `content`, every other id `<|reserved_token_{id}|>`.
+ * Malformed files are rejected with the file, the line and what to fix. The JSON reader
+ * here reads only what this needs (the frontend may not depend on jansson, DESIGN.md §8). */
+#include "frontend/tok_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+static char *read_file(const char *path, size_t *len, struct k3_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return k3_err_set(err, "cannot open %s: %s", path, strerror(errno)), NULL;
+    size_t cap = 1 << 20, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return k3_err_set(err, "cannot read %s", path), NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int b64_val(int c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Strict standard base64 with padding; returns the decoded length or -1. */
+static long b64_decode(const char *s, size_t n, uint8_t *out)
+{
+    if (n == 0 || n % 4) return -1;
+    long o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else {
+                if (pad) return -1;
+                v[k] = b64_val((unsigned char)s[i + k]);
+                if (v[k] < 0) return -1;
+            }
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (uint8_t)(w >> 16);
+        if (pad < 2) out[o++] = (uint8_t)(w >> 8);
+        if (pad < 1) out[o++] = (uint8_t)w;
+    }
+    return o;
+}
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+    uint32_t p = 1024;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+/* Inserts key s[0..n) -> value into an open-addressing (hash32 << 32 | value+1) table;
+ * returns the value already there if the key is present, else K3_TOK_NONE. */
+static uint32_t slot_insert(uint64_t *slots, uint32_t mask, const uint32_t *off, const uint8_t *bytes,
+                            uint32_t id_base, const uint8_t *s, size_t n, uint32_t value)
+{
+    uint64_t h = k3_tok_hash(s, n);
+    uint32_t tag = (uint32_t)h, i = (uint32_t)(h >> 32) & mask;
+    for (;; i = (i + 1) & mask) {
+        uint64_t e = slots[i];
+        if (!e) {
+            slots[i] = ((uint64_t)tag << 32) | (value + 1);
+            return K3_TOK_NONE;
+        }
+        uint32_t v = (uint32_t)e - 1, id = v + id_base;
+        if ((uint32_t)(e >> 32) == tag && off[id + 1] - off[id] == n && !memcmp(bytes + off[id], s, n))
+            return v;
+    }
+}
+
+/* ---- tiktoken.model ---------------------------------------------------------------- */
+
+static int load_ranks(struct k3_tok *t, const char *path, struct k3_err *err)
+{
+    size_t len;
+    char *text = read_file(path, &len, err);
+    if (!text) return -1;
+    int rc = -1;
+    size_t n_lines = 0;
+    for (size_t i = 0; i < len; i++) n_lines += text[i] == '\n';
+    if (len && text[len - 1] != '\n') n_lines++;
+    uint8_t *tmp_bytes = malloc(len + 1);
+    uint32_t *tmp_off = malloc(sizeof(uint32_t) * (n_lines + 1));
+    int64_t *rank_of_line = malloc(sizeof(int64_t) * (n_lines + 1));
+    if (!tmp_bytes || !tmp_off || !rank_of_line) {
+        k3_err_set(err, "out of memory reading %s", path);
+        goto out;
+    }
+    size_t n_tok = 0, o = 0, lineno = 0;
+    for (char *p = text; p < text + len;) {
+        char *nl = memchr(p, '\n', (size_t)(text + len - p));
+        char *end = nl ? nl : text + len;
+        lineno++;
+        if (end > p && end[-1] == '\r') end--;
+        if (end == p) { /* tiktoken's loader skips empty lines */
+            p = nl ? nl + 1 : text + len;
+            continue;
+        }
+        char *sp = memchr(p, ' ', (size_t)(end - p));
+        if (!sp) {
+            k3_err_set(err, "%s:%zu: expected '<base64 token> <rank>'; is this a tiktoken .model "
+                       "file?", path, lineno);
+            goto out;
+        }
+        long nb = b64_decode(p, (size_t)(sp - p), tmp_bytes + o);
+        if (nb < 0) {
+            k3_err_set(err, "%s:%zu: bad base64 '%.*s'; the file is damaged, fetch it again",
+                       path, lineno, (int)(sp - p > 40 ? 40 : sp - p), p);
+            goto out;
+        }
+        char *rend;
+        errno = 0;
+        long long r = strtoll(sp + 1, &rend, 10);
+        if (errno || rend != end || sp + 1 == end || r < 0 || r >= (long long)n_lines) {
+            k3_err_set(err, "%s:%zu: bad rank '%.*s' (ranks must be 0..%zu)", path, lineno,
+                       (int)(end - sp - 1 > 20 ? 20 : end - sp - 1), sp + 1,
+                       n_lines ? n_lines - 1 : 0);
+            goto out;
+        }
+        tmp_off[n_tok] = (uint32_t)o;
+        rank_of_line[n_tok] = r;
+        o += (size_t)nb;
+        n_tok++;
+        p = nl ? nl + 1 : text + len;
+    }
+    if (n_tok < 256) {
+        k3_err_set(err, "%s: %zu tokens; a byte-level BPE vocabulary has at least the 256 "
+                   "single bytes", path, n_tok);
+        goto out;
+    }
+    tmp_off[n_tok] = (uint32_t)o;
+    /* Ranks must be a permutation of 0..n_tok-1 (the rank is the id). */
+    t->n_ranks = (int)n_tok;
+    t->n_vocab = t->n_ranks + K3_TOK_N_SPECIAL;
+    uint32_t *line_of_rank = malloc(sizeof(uint32_t) * n_tok);
+    if (!line_of_rank) {
+        k3_err_set(err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_tok; i++) line_of_rank[i] = UINT32_MAX;
+    for (size_t i = 0; i < n_tok; i++) {
+        int64_t r = rank_of_line[i];
+        if (r >= (int64_t)n_tok) {
+            k3_err_set(err, "%s: rank %lld out of range: %zu tokens must have ranks 0..%zu", path,
+                       (long long)r, n_tok, n_tok - 1);
+            free(line_of_rank);
+            goto out;
+        }
+        if (line_of_rank[r] != UINT32_MAX) {
+            k3_err_set(err, "%s: duplicate rank %lld (tokens %u and %zu); the file is damaged",
+                       path, (long long)r, line_of_rank[r] + 1, i + 1);
+            free(line_of_rank);
+            goto out;
+        }
+        line_of_rank[r] = (uint32_t)i;
+    }
+    /* Final arena: ranks in order, then room for the specials' names. */
+    t->off = malloc(sizeof(uint32_t) * ((size_t)t->n_vocab + 1));
+    t->bytes = malloc(o + (size_t)K3_TOK_N_SPECIAL * 64 + 1);
+    if (!t->off || !t->bytes) {
+        free(line_of_rank);
+        k3_err_set(err, "out of memory");
+        goto out;
+    }
+    size_t w = 0;
+    for (size_t r = 0; r < n_tok; r++) {
+        uint32_t l = line_of_rank[r];
+        uint32_t n = tmp_off[l + 1] - tmp_off[l];
+        t->off[r] = (uint32_t)w;
+        memcpy(t->bytes + w, tmp_bytes + tmp_off[l], n);
+        w += n;
+        if ((int)n > t->max_token_bytes) t->max_token_bytes = (int)n;
+    }
+    t->off[n_tok] = (uint32_t)w;
+    free(line_of_rank);
+    rc = 0;
+out:
+    free(text);
+    free(tmp_bytes);
+    free(tmp_off);
+    free(rank_of_line);
+    return rc;
+}
+
+static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
+{
+    uint32_t n = (uint32_t)t->n_ranks;
+    t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
+    t->piece_slots = calloc((size_t)t->piece_mask + 1, sizeof(uint64_t));
+    if (!t->piece_slots) return k3_err_set(err, "out of memory");
+    for (int b = 0; b < 256; b++) t->byte_rank[b] = K3_TOK_NONE;
+    for (uint32_t r = 0; r < n; r++) {
+        const uint8_t *s = t->bytes + t->off[r];
+        size_t len = t->off[r + 1] - t->off[r];
+        uint32_t dup = slot_insert(t->piece_slots, t->piece_mask, t->off, t->bytes, 0, s, len, r);
+        if (dup != K3_TOK_NONE)
+            return k3_err_set(err, "%s: ranks %u and %u have the same bytes; the file is damaged",
+                              path, dup, r);
+        if (len == 1) t->byte_rank[s[0]] = r;
+    }
+    for (int b = 0; b < 256; b++)
+        if (t->byte_rank[b] == K3_TOK_NONE)
+            return k3_err_set(err, "%s: byte 0x%02x has no token; a byte-level BPE vocabulary "
+                              "needs all 256 single bytes", path, b);
+    /* Pairs: every split of every token into two tokens. Two passes: count, then fill. */
+    uint64_t n_pairs = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            t->pair_mask = pow2_at_least(n_pairs * 2) - 1;
+            t->pair_keys = malloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+            t->pair_vals = malloc(sizeof(uint32_t) * ((size_t)t->pair_mask + 1));
+            if (!t->pair_keys || !t->pair_vals) return k3_err_set(err, "out of memory");
+            memset(t->pair_keys, 0xFF, sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+        }
+        for (uint32_t r = 0; r < n; r++) {
+            const uint8_t *s = t->bytes + t->off[r];
+            size_t len = t->off[r + 1] - t->off[r];
+            for (size_t k = 1; k < len; k++) {
+                uint32_t a = k3_tok_piece_rank(t, s, k);
+                if (a == K3_TOK_NONE) continue;
+                uint32_t b = k3_tok_piece_rank(t, s + k, len - k);
+                if (b == K3_TOK_NONE) continue;
+                if (pass == 0) {
+                    n_pairs++;
+                    continue;
+                }
+                uint64_t key = ((uint64_t)a << 32) | b;
+                uint32_t i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & t->pair_mask;
+                while (t->pair_keys[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
+                t->pair_keys[i] = key;
+                t->pair_vals[i] = r;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- tokenizer_config.json --------------------------------------------------------- */
+
+struct json {
+    const char *s, *end, *base;
+    const char *path;
+    struct k3_err *err;
+};
+
+static void json_ws(struct json *j)
+{
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r')) j->s++;
+}
+
+static int json_fail(struct json *j, const char *what)
+{
+    return k3_err_set(j->err, "%s: bad JSON at byte %ld: %s", j->path,
+                      (long)(j->s - j->base), what);
+}
+
+static int hex4(const char *s, uint32_t *v)
+{
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        *v = *v << 4 | (uint32_t)d;
+    }
+    return 0;
+}
+
+/* Parses a string into out (UTF-8, up to cap-1 bytes, NUL-terminated); out may be NULL. */
+static int json_string(struct json *j, char *out, size_t cap, size_t *out_len)
+{
+    json_ws(j);
+    if (j->s >= j->end || *j->s != '"') return json_fail(j, "expected a string");
+    j->s++;
+    size_t n = 0;
+    for (;;) {
+        if (j->s >= j->end) return json_fail(j, "unterminated string");
+        unsigned char c = (unsigned char)*j->s++;
+        uint32_t cp = c;
+        if (c == '"') break;
+        if (c == '\\') {
+            if (j->s >= j->end) return json_fail(j, "bad escape");
+            c = (unsigned char)*j->s++;
+            switch (c) {
+            case 'n': cp = '\n'; break;
+            case 't': cp = '\t'; break;
+            case 'r': cp = '\r'; break;
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case '/': case '\\': case '"': cp = c; break;
+            case 'u':
+                if (j->end - j->s < 4 || hex4(j->s, &cp)) return json_fail(j, "bad \\u escape");
+                j->s += 4;
+                if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->s >= 6 && j->s[0] == '\\' &&
+                    j->s[1] == 'u') {
+                    uint32_t lo;
+                    if (!hex4(j->s + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                        j->s += 6;
+                    }
+                }
+                if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD;
+                break;
+            default: return json_fail(j, "bad escape");
+            }
+            uint8_t u[4];
+            int k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+            if (k == 1) u[0] = (uint8_t)cp;
+            else if (k == 2) u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 63));
+            else if (k == 3)
+                u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+                u[2] = (uint8_t)(0x80 | (cp & 63));
+            else
+                u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
+                u[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), u[3] = (uint8_t)(0x80 | (cp & 63));
+            for (int i = 0; i < k; i++) {
+                if (out && n + 1 < cap) out[n] = (char)u[i];
+                n++;
+            }
+            continue;
+        }
+        if (out && n + 1 < cap) out[n] = (char)c;
+        n++;
+    }
+    if (out) out[n + 1 > cap ? cap - 1 : n] = 0; /* truncated; callers check *out_len */
+    if (out_len) *out_len = n;
+    return 0;
+}
+
+static int json_skip(struct json *j, int depth)
+{
+    json_ws(j);
+    if (j->s >= j->end) return json_fail(j, "unexpected end");
+    if (depth > 64) return json_fail(j, "nested too deeply");
+    char c = *j->s;
+    if (c == '"') return json_string(j, NULL, 0, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->s++;
+        json_ws(j);
+        if (j->s < j->end && *j->s == close) {
+            j->s++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                if (json_string(j, NULL, 0, NULL)) return -1;
+                json_ws(j);
+                if (j->s >= j->end || *j->s != ':') return json_fail(j, "expected ':'");
+                j->s++;
+            }
+            if (json_skip(j, depth + 1)) return -1;
+            json_ws(j);
+            if (j->s < j->end && *j->s == ',') {
+                j->s++;
+                continue;
+            }
+            if (j->s < j->end && *j->s == close) {
+                j->s++;
+                return 0;
+            }
+            return json_fail(j, "expected ',' or a closing bracket");
+        }
+    }
+    const char *start = j->s;
+    while (j->s < j->end && (strchr("-+.eE", *j->s) || (*j->s >= '0' && *j->s <= '9') ||
+                             (*j->s >= 'a' && *j->s <= 'z')))
+        j->s++;
+    if (j->s == start) return json_fail(j, "unexpected character");
+    return 0;
+}
+
+static int json_expect(struct json *j, char c)
+{
+    json_ws(j);
+    if (j->s >= j->end || *j->s != c) {
+        char what[32];
+        snprintf(what, sizeof what, "expected '%c'", c);
+        return json_fail(j, what);
+    }
+    j->s++;
+    return 0;
+}
+
+/* One entry of added_tokens_decoder: {"content": "...", "special": true, ...}. */
+static int parse_added_token(struct json *j, char *content, size_t cap, int *special, int *has_content)
+{
+    if (json_expect(j, '{')) return -1;
+    json_ws(j);
+    if (j->s < j->end && *j->s == '}') {
+        j->s++;
+        return 0;
+    }
+    for (;;) {
+        char key[32];
+        if (json_string(j, key, sizeof key, NULL)) return -1;
+        if (json_expect(j, ':')) return -1;
+        json_ws(j);
+        if (!strcmp(key, "content")) {
+            size_t n;
+            if (json_string(j, content, cap, &n)) return -1;
+            if (n + 1 > cap) return json_fail(j, "special token content longer than 63 bytes");
+            *has_content = 1;
+        } else if (!strcmp(key, "special")) {
+            if (j->end - j->s >= 4 && !strncmp(j->s, "true", 4)) *special = 1, j->s += 4;
+            else if (j->end - j->s >= 5 && !strncmp(j->s, "false", 5)) *special = 0, j->s += 5;
+            else return json_fail(j, "\"special\" must be true or false");
+        } else if (json_skip(j, 1)) {
+            return -1;
+        }
+        json_ws(j);
+        if (j->s < j->end && *j->s == ',') {
+            j->s++;
+            continue;
+        }
+        return json_expect(j, '}');
+    }
+}
+
+static int set_special_name(struct k3_tok *t, uint32_t *w, int id, const char *name, size_t len)
+{
+    t->off[id] = *w;
+    memcpy(t->bytes + *w, name, len);
+    *w += (uint32_t)len;
+    t->off[id + 1] = *w;
+    return 0;
+}
+
+static int load_specials(struct k3_tok *t, const char *path, struct k3_err *err)
+{
+    char names[K3_TOK_N_SPECIAL][64];
+    int named[K3_TOK_N_SPECIAL] = {0};
+    memset(t->special_flag, 0, sizeof t->special_flag);
+    size_t len = 0;
+    char *text = read_file(path, &len, err);
+    if (!text) return -1;
+    struct json j = {text, text + len, text, path, err};
+    int rc = -1, found = 0;
+    if (json_expect(&j, '{')) goto out;
+    for (;;) {
+        char key[64];
+        if (json_string(&j, key, sizeof key, NULL)) goto out;
+        if (json_expect(&j, ':')) goto out;
+        if (strcmp(key, "added_tokens_decoder") != 0) {
+            if (json_skip(&j, 1)) goto out;
+        } else {
+            found = 1;
+            if (json_expect(&j, '{')) goto out;
+            json_ws(&j);
+            if (j.s < j.end && *j.s == '}') j.s++;
+            else
+                for (;;) {
+                    char idtext[24], content[64] = "";
+                    int special = 0, has_content = 0;
+                    if (json_string(&j, idtext, sizeof idtext, NULL)) goto out;
+                    if (json_expect(&j, ':')) goto out;
+                    if (parse_added_token(&j, content, sizeof content, &special, &has_content))
+                        goto out;
+                    char *e;
+                    long id = strtol(idtext, &e, 10);
+                    if (*e || e == idtext || id < t->n_ranks || id >= t->n_vocab) {
+                        k3_err_set(err, "%s: added token id '%s' is not a special id (%d..%d); is "
+                                   "this tokenizer_config.json for this tiktoken.model?", path,
+                                   idtext, t->n_ranks, t->n_vocab - 1);
+                        goto out;
+                    }
+                    if (!has_content || !content[0]) {
+                        k3_err_set(err, "%s: added token %ld has no \"content\"", path, id);
+                        goto out;
+                    }
+                    int k = (int)(id - t->n_ranks);
+                    snprintf(names[k], sizeof names[k], "%s", content);
+                    named[k] = 1;
+                    t->special_flag[k] = (uint8_t)special;
+                    json_ws(&j);
+                    if (j.s < j.end && *j.s == ',') {
+                        j.s++;
+                        continue;
+                    }
+                    if (json_expect(&j, '}')) goto out;
+                    break;
+                }
+        }
+        json_ws(&j);
+        if (j.s < j.end && *j.s == ',') {
+            j.s++;
+            continue;
+        }
+        if (json_expect(&j, '}')) goto out;
+        break;
+    }
+    if (!found) {
+        k3_err_set(err, "%s: no \"added_tokens_decoder\"; the special tokens' names come from "
+                   "there", path);
+        goto out;
+    }
+    uint32_t w = t->off[t->n_ranks];
+    t->spec_mask = 1023;
+    t->spec_slots = calloc(1024, sizeof(uint64_t));
+    if (!t->spec_slots) {
+        k3_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < K3_TOK_N_SPECIAL; k++) {
+        int id = t->n_ranks + k;
+        char buf[64];
+        if (named[k]) snprintf(buf, sizeof buf, "%s", names[k]);
+        else snprintf(buf, sizeof buf, "<|reserved_token_%d|>", id);
+        size_t n = strlen(buf);
+        /* Encode finds a special by its first byte and its first closing byte. */
+        char close = buf[0] == '<' ? '>' : buf[0] == '[' ? ']' : 0;
+        if (!close || strchr(buf, close) != buf + n - 1) {
+            k3_err_set(err, "%s: special token '%s' (id %d) must start with '<' or '[' and end at "
+                       "its first '>' or ']'; the encoder relies on that", path, buf, id);
+            goto out;
+        }
+        set_special_name(t, &w, id, buf, n);
+        if ((int)n > t->max_special_bytes) t->max_special_bytes = (int)n;
+        uint32_t dup = slot_insert(t->spec_slots, t->spec_mask, t->off, t->bytes, (uint32_t)t->n_ranks,
+                                   (const uint8_t *)buf, n, (uint32_t)k);
+        if (dup != K3_TOK_NONE) {
+            k3_err_set(err, "%s: special token '%s' is listed twice (ids %u and %d)", path, buf,
+                       dup + t->n_ranks, id);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(text);
+    return rc;
+}
+
+int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *config_path,
+                      struct k3_err *err)
+{
+    *out = NULL;
+    struct k3_tok *t = calloc(1, sizeof *t);
+    if (!t) return k3_err_set(err, "out of memory");
+    if (load_ranks(t, model_path, err) || build_tables(t, model_path, err) ||
+        load_specials(t, config_path, err)) {
+        k3_tok_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+int k3_tok_load(struct k3_tok **out, const char *dir, struct k3_err *err)
+{
+    char model[4096], config[4096];
+    snprintf(model, sizeof model, "%s/tiktoken.model", dir);
+    snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
+    if (k3_tok_load_files(out, model, config, err))
+        return k3_err_prefix(err, "loading the tokenizer from %s (it needs tiktoken.model and "
+                             "tokenizer_config.json)", dir);
+    return 0;
+}
+
+void k3_tok_free(struct k3_tok *t)
+{
+    if (!t) return;
+    free(t->off);
+    free(t->bytes);
+    free(t->piece_slots);
+    free(t->pair_keys);
+    free(t->pair_vals);
+    free(t->spec_slots);
+    free(t);
+}
+
+int k3_tok_n_ranks(const struct k3_tok *t) { return t->n_ranks; }
+int k3_tok_n_vocab(const struct k3_tok *t) { return t->n_vocab; }
+
+const uint8_t *k3_tok_bytes(const struct k3_tok *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->n_vocab) return NULL;
+    *len = t->off[id + 1] - t->off[id];
+    return t->bytes + t->off[id];
+}
+
+int32_t k3_tok_special_id(const struct k3_tok *t, const char *name)
+{
+    size_t n = strlen(name);
+    uint64_t h = k3_tok_hash((const uint8_t *)name, n);
+    uint32_t tag = (uint32_t)h, i = (uint32_t)(h >> 32) & t->spec_mask;
+    for (;; i = (i + 1) & t->spec_mask) {
+        uint64_t e = t->spec_slots[i];
+        if (!e) return -1;
+        uint32_t id = (uint32_t)e - 1 + (uint32_t)t->n_ranks;
+        if ((uint32_t)(e >> 32) == tag && t->off[id + 1] - t->off[id] == n &&
+            !memcmp(t->bytes + t->off[id], name, n))
+            return (int32_t)id;
+    }
+}
+
+int k3_tok_is_special(const struct k3_tok *t, int32_t id)
+{
+    return id >= t->n_ranks && id < t->n_vocab && t->special_flag[id - t->n_ranks];
+}

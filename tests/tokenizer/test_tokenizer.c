@@ -1,0 +1,363 @@
+/* test_tokenizer.c - the Kimi tokenizer in C alone: loading, pinned ids (computed with
+ * tiktoken 0.14 + the Kimi wrapper, see validation/tokenizer/kimi_ref.py), both encode
+ * modes, the wrapper's cuts, the BPE fast paths against the O(n^2) reference, threads,
+ * decoding, the streaming detokenizer, and malformed files. The bulk comparison with
+ * tiktoken is validation/tokenizer/check_ids.py (CTest tok_ids_vs_tiktoken). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frontend/tok_internal.h"
+#include "frontend/unicode.h"
+#include "k3_test.h"
+#include "kernels/cpu/pool.h"
+
+static struct k3_tok *tok;
+
+static int encode_eq(const char *text, enum k3_tok_mode mode, const int32_t *want, size_t n)
+{
+    struct k3_tok_ids ids = {0};
+    k3_tok_encode(tok, text, strlen(text), mode, NULL, &ids);
+    int ok = ids.n == n && !memcmp(ids.ids, want, n * sizeof(int32_t));
+    if (!ok) {
+        fprintf(stderr, "encode('%s') =", text);
+        for (size_t i = 0; i < ids.n; i++) fprintf(stderr, " %d", ids.ids[i]);
+        fputc('\n', stderr);
+    }
+    k3_tok_ids_free(&ids);
+    return ok;
+}
+
+#define ENC(text, mode, ...)                                                   \
+    do {                                                                       \
+        static const int32_t want_[] = {__VA_ARGS__};                          \
+        CHECK_MSG(encode_eq(text, mode, want_, sizeof want_ / sizeof want_[0]), "%s", text); \
+    } while (0)
+
+static void test_load(void)
+{
+    CHECK(k3_tok_n_ranks(tok) == 163584);
+    CHECK(k3_tok_n_vocab(tok) == 163840);
+    CHECK(k3_tok_special_id(tok, "[BOS]") == 163584);
+    CHECK(k3_tok_special_id(tok, "<|end_of_msg|>") == 163586);
+    CHECK(k3_tok_special_id(tok, "<|open|>") == 163587);
+    CHECK(k3_tok_special_id(tok, "<|close|>") == 163588);
+    CHECK(k3_tok_special_id(tok, "<|sep|>") == 163589);
+    CHECK(k3_tok_special_id(tok, "<|media_pad|>") == 163605);
+    CHECK(k3_tok_special_id(tok, "[PAD]") == 163839);
+    CHECK(k3_tok_special_id(tok, "<|reserved_token_163592|>") == 163592);
+    CHECK(k3_tok_special_id(tok, "<|reserved_token_163839|>") == -1); /* named [PAD] */
+    CHECK(k3_tok_special_id(tok, "<|im_end|>") == -1);                /* K2 name, not K3 */
+    CHECK(k3_tok_is_special(tok, 163586) && !k3_tok_is_special(tok, 163587));
+    size_t len;
+    const uint8_t *b = k3_tok_bytes(tok, 220, &len); /* GPT-2 byte order: space is 220 */
+    CHECK(b && len == 1 && b[0] == ' ');
+    CHECK(k3_tok_bytes(tok, 163840, &len) == NULL && k3_tok_bytes(tok, -1, &len) == NULL);
+    CHECK(tok->max_token_bytes == 256);
+}
+
+static void test_pinned(void)
+{
+    ENC("Hello World", K3_TOK_PLAIN, 19180, 6949);
+    ENC("HelloWorld XMLHttpRequest", K3_TOK_PLAIN, 19180, 14350, 160457, 3188);
+    ENC("LET'S GO don't Let\xC5\xBF", K3_TOK_PLAIN, 30588, 34480, 19418, 4536, 9444, 129, 123);
+    ENC("中文abc漢字 中、文", K3_TOK_PLAIN, 16717, 8497, 1435, 95, 1855, 220, 435, 343, 908);
+    ENC("1234567", K3_TOK_PLAIN, 6694, 12972, 22);
+    ENC("foo!\n/bar", K3_TOK_PLAIN, 10570, 1698, 72768);
+    ENC("  a\n\n  b   ", K3_TOK_PLAIN, 220, 261, 382, 220, 291, 274);
+    ENC("x\xCC\x81y \xCC\x81!", K3_TOK_PLAIN, 87, 37484, 88, 220, 37484, 0);
+    /* Unicode 16.0: U+1C8A and U+A7CD are letters (new Ll in 16.0), U+A7CF is not (17.0). */
+    ENC("\xE1\xB2\x8A\xC3\xA9t\xC3\xA9 \xEA\x9F\x8D\xEA\x9F\x8F", K3_TOK_PLAIN, 157, 110, 232, 87066,
+        7707, 253, 235, 166, 253, 237);
+    ENC("", K3_TOK_PLAIN, );
+}
+
+static void test_modes(void)
+{
+    ENC("<|open|>hi<|close|>", K3_TOK_SPECIAL, 163587, 9663, 163588);
+    ENC("<|open|>hi<|close|>", K3_TOK_PLAIN, 27, 91, 4454, 91, 29, 9663, 27, 91, 10794, 91, 29);
+    /* Almost-specials stay text; a special at the very end is found. */
+    struct k3_tok_ids a = {0}, b = {0};
+    const char *s = "<|open|<|open|>[EOS] [EOS[<|reserved_token_163600|>";
+    k3_tok_encode(tok, s, strlen(s), K3_TOK_SPECIAL, NULL, &a);
+    int n_special = 0;
+    for (size_t i = 0; i < a.n; i++) n_special += a.ids[i] >= 163584;
+    CHECK(n_special == 3);
+    CHECK(a.n > 0 && a.ids[a.n - 1] == 163600);
+    k3_tok_encode(tok, s, strlen(s), K3_TOK_PLAIN, NULL, &b);
+    for (size_t i = 0; i < b.n; i++) CHECK(b.ids[i] < 163584);
+    k3_tok_ids_free(&a);
+    k3_tok_ids_free(&b);
+}
+
+static char *repeat(const char *unit, size_t n_units)
+{
+    size_t u = strlen(unit);
+    char *s = malloc(u * n_units + 1);
+    for (size_t i = 0; i < n_units; i++) memcpy(s + i * u, unit, u);
+    s[u * n_units] = 0;
+    return s;
+}
+
+static void encode_str(const char *s, size_t n, struct k3_pool *pool, struct k3_tok_ids *out)
+{
+    memset(out, 0, sizeof *out);
+    k3_tok_encode(tok, s, n, K3_TOK_PLAIN, pool, out);
+}
+
+/* 60,000 'a': the wrapper cuts runs every 25,000 characters, so the ids are those of
+ * 25,000 + 25,000 + 10,000 'a' (checked against tiktoken: 7,500 tokens). */
+static void test_cuts(void)
+{
+    char *s = repeat("a", 60000);
+    struct k3_tok_ids all, p25, p10;
+    encode_str(s, 60000, NULL, &all);
+    encode_str(s, 25000, NULL, &p25);
+    encode_str(s, 10000, NULL, &p10);
+    CHECK(all.n == 7500);
+    CHECK(all.n == 2 * p25.n + p10.n && !memcmp(all.ids, p25.ids, p25.n * 4) &&
+          !memcmp(all.ids + p25.n, p25.ids, p25.n * 4) &&
+          !memcmp(all.ids + 2 * p25.n, p10.ids, p10.n * 4));
+    k3_tok_ids_free(&all);
+    k3_tok_ids_free(&p25);
+    k3_tok_ids_free(&p10);
+    free(s);
+    /* U+001C is isspace() for the cut but not \s for the pattern: 30,000 of them are cut. */
+    s = repeat("\x1c", 30000);
+    encode_str(s, 30000, NULL, &all);
+    encode_str(s, 25000, NULL, &p25);
+    encode_str(s, 5000, NULL, &p10);
+    CHECK(all.n == p25.n + p10.n);
+    k3_tok_ids_free(&all);
+    k3_tok_ids_free(&p25);
+    k3_tok_ids_free(&p10);
+    free(s);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)rng_state;
+}
+
+/* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
+ * both paths (the heap starts above 128 bytes), from repetitive and random bytes. */
+static void test_bpe_paths(void)
+{
+    static const char *alphabets[] = {"a", "ab", "abcdefghijklmnopqrstuvwxyz", "0123456789",
+                                      "\xE4\xB8\xAD\xE6\x96\x87", " \n", "=+/AZaz09"};
+    int32_t *fast = malloc(sizeof(int32_t) * 4096), *ref = malloc(sizeof(int32_t) * 4096);
+    uint8_t buf[4096];
+    int bad = 0, n_cases = 0;
+    for (int a = 0; a < 7; a++) {
+        size_t na = strlen(alphabets[a]);
+        for (size_t n = 2; n <= 4096; n = n * 3 / 2 + 1) {
+            for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)alphabets[a][rnd() % na];
+            size_t nf = k3_bpe_piece(tok, buf, n, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
+            bad += nf != nr || memcmp(fast, ref, nf * 4);
+            n_cases++;
+        }
+    }
+    for (int k = 0; k < 200; k++) { /* random bytes, any length */
+        size_t n = 2 + rnd() % 600;
+        for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)rnd();
+        size_t nf = k3_bpe_piece(tok, buf, n, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
+        bad += nf != nr || memcmp(fast, ref, nf * 4);
+        n_cases++;
+    }
+    CHECK_MSG(bad == 0, "%d of %d pieces differ from the reference merge", bad, n_cases);
+    free(fast);
+    free(ref);
+}
+
+/* Threads give the ids of one thread, on text with and without safe cut points. */
+static void test_threads(void)
+{
+    struct k3_pool pool;
+    CHECK(k3_pool_init(&pool, 3) == 0);
+    const char *units[] = {"The quick brown fox, 12345 jumps!\n", "中文テキスト한국어 ",
+                           "a=b+c;d/e*f", "x\xCC\x81 \xF0\x9F\x98\x80\r\n\t "};
+    for (int u = 0; u < 4; u++) {
+        char *s = repeat(units[u], 300000 / strlen(units[u]));
+        size_t n = strlen(s);
+        struct k3_tok_ids one, many;
+        encode_str(s, n, NULL, &one);
+        encode_str(s, n, &pool, &many);
+        CHECK_MSG(one.n == many.n && !memcmp(one.ids, many.ids, one.n * 4), "unit %d", u);
+        k3_tok_ids_free(&one);
+        k3_tok_ids_free(&many);
+        free(s);
+    }
+    k3_pool_free(&pool);
+}
+
+static void test_decode(void)
+{
+    const char *s = "Kimi K3 говорит 中文 😀\n\tdone";
+    struct k3_tok_ids ids;
+    encode_str(s, strlen(s), NULL, &ids);
+    char *out;
+    size_t len;
+    struct k3_err err;
+    CHECK(k3_tok_decode(tok, ids.ids, ids.n, &out, &len, &err) == 0);
+    CHECK(len == strlen(s) && !strcmp(out, s));
+    free(out);
+    int32_t bad[] = {1, 163840};
+    CHECK(k3_tok_decode(tok, bad, 2, &out, &len, &err) == -1);
+    CHECK_STR_CONTAINS(err.msg, "out of range");
+    /* Streaming: every piece is valid UTF-8, the concatenation is the text. */
+    struct k3_detok d;
+    k3_detok_init(&d, tok);
+    char acc[256] = "", piece[K3_DETOK_MAX_OUT];
+    int partial_held = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        int w = k3_detok_push(&d, ids.ids[i], piece);
+        CHECK(w >= 0 && k3_utf8_valid_prefix((const uint8_t *)piece, (size_t)w) == (size_t)w);
+        partial_held += d.n_pend > 0;
+        strcat(acc, piece);
+    }
+    k3_detok_flush(&d, piece);
+    strcat(acc, piece);
+    CHECK(!strcmp(acc, s));
+    CHECK(partial_held > 0); /* the emoji and CJK split across byte tokens in this text */
+    k3_tok_ids_free(&ids);
+    /* Invalid bytes: as bytes.decode("utf-8", "replace"). Byte tokens by their bytes. */
+    uint8_t e4 = 0xE4, b8 = 0xB8, ff = 0xFF;
+    int32_t t_e4 = (int32_t)tok->byte_rank[e4], t_b8 = (int32_t)tok->byte_rank[b8],
+            t_ff = (int32_t)tok->byte_rank[ff], t_a = (int32_t)tok->byte_rank['a'];
+    k3_detok_init(&d, tok);
+    CHECK(k3_detok_push(&d, t_e4, piece) == 0);          /* held: could become 中 */
+    CHECK(k3_detok_push(&d, t_b8, piece) == 0);          /* still held */
+    CHECK(k3_detok_push(&d, t_a, piece) == 4 && !strcmp(piece, "\xEF\xBF\xBD" "a"));
+    CHECK(k3_detok_push(&d, t_ff, piece) == 3 && !strcmp(piece, "\xEF\xBF\xBD"));
+    CHECK(k3_detok_push(&d, t_e4, piece) == 0);
+    CHECK(k3_detok_flush(&d, piece) == 3 && !strcmp(piece, "\xEF\xBF\xBD"));
+    CHECK(k3_detok_push(&d, 163840, piece) == -1);
+    CHECK(k3_detok_push(&d, 163587, piece) == 8 && !strcmp(piece, "<|open|>"));
+}
+
+/* Invalid UTF-8 input encodes as its U+FFFD replacement. */
+static void test_invalid_input(void)
+{
+    const char *bad = "a\xFF\xE4\xB8 b\xED\xA0\x80z\xF0\x9F";
+    const char *rep = "a\xEF\xBF\xBD\xEF\xBF\xBD b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz\xEF\xBF\xBD";
+    struct k3_tok_ids x, y;
+    encode_str(bad, strlen(bad), NULL, &x);
+    encode_str(rep, strlen(rep), NULL, &y);
+    CHECK(x.n == y.n && !memcmp(x.ids, y.ids, x.n * 4));
+    k3_tok_ids_free(&x);
+    k3_tok_ids_free(&y);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A small valid vocabulary: the 256 bytes (rank = byte) plus "ab". */
+static char *small_vocab(const char *extra)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *s = malloc(256 * 16 + 256);
+    size_t w = 0;
+    for (int b = 0; b < 256; b++)
+        w += (size_t)sprintf(s + w, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
+    w += (size_t)sprintf(s + w, "YWI= 256\n%s", extra);
+    return s;
+}
+
+static void expect_load_error(const char *model_text, const char *config_text, const char *needle)
+{
+    char dir[] = "/tmp/k3_tok_test_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char model[64], config[64];
+    snprintf(model, sizeof model, "%s/tiktoken.model", dir);
+    snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
+    if (model_text) write_file(model, model_text);
+    if (config_text) write_file(config, config_text);
+    struct k3_tok *t = NULL;
+    struct k3_err err = {""};
+    int rc = k3_tok_load(&t, dir, &err);
+    CHECK_MSG(rc == -1 && t == NULL, "loading should fail with '%s'", needle);
+    CHECK_STR_CONTAINS(err.msg, needle);
+    if (!rc) k3_tok_free(t);
+    unlink(model);
+    unlink(config);
+    rmdir(dir);
+}
+
+static void test_malformed(void)
+{
+    const char *cfg = "{\"added_tokens_decoder\": {\"257\": {\"content\": \"[BOS]\", \"special\": true}}}";
+    char *ok = small_vocab("");
+    /* The small vocabulary itself loads (so the failures below are the defects). */
+    char dir[] = "/tmp/k3_tok_okXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char m[64], c[64];
+    snprintf(m, sizeof m, "%s/tiktoken.model", dir);
+    snprintf(c, sizeof c, "%s/tokenizer_config.json", dir);
+    write_file(m, ok);
+    write_file(c, cfg);
+    struct k3_tok *t;
+    struct k3_err err;
+    CHECK(k3_tok_load(&t, dir, &err) == 0);
+    if (t) {
+        CHECK(k3_tok_n_vocab(t) == 257 + 256 && k3_tok_special_id(t, "[BOS]") == 257);
+        CHECK(k3_tok_special_id(t, "<|reserved_token_258|>") == 258);
+        k3_tok_free(t);
+    }
+    unlink(m);
+    unlink(c);
+    rmdir(dir);
+
+    expect_load_error(NULL, cfg, "cannot open");                      /* missing file */
+    char *bad = small_vocab("Y*I= 257\n");
+    expect_load_error(bad, cfg, "bad base64");
+    free(bad);
+    bad = small_vocab("YWM= 256\n");
+    expect_load_error(bad, cfg, "duplicate rank");
+    free(bad);
+    bad = small_vocab("YWI= 257\n");
+    expect_load_error(bad, cfg, "same bytes");
+    free(bad);
+    bad = small_vocab("YWM= x\n");
+    expect_load_error(bad, cfg, "bad rank");
+    free(bad);
+    bad = small_vocab("YWM\n");
+    expect_load_error(bad, cfg, "expected '<base64 token> <rank>'");
+    free(bad);
+    expect_load_error("YQ== 0\n", cfg, "at least the 256");
+    expect_load_error(ok, NULL, "tokenizer_config.json");             /* missing config */
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"257\": {\"content\": ", "bad JSON");
+    expect_load_error(ok, "{\"x\": 1}", "no \"added_tokens_decoder\"");
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"5\": {\"content\": \"x\"}}}",
+                      "not a special id");
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"257\": {\"content\": \"bos\"}}}",
+                      "must start with");
+    free(ok);
+}
+
+int main(void)
+{
+    struct k3_err err;
+    if (k3_tok_load_files(&tok, K3_TOK_MODEL, K3_TOK_CONFIG, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    test_load();
+    test_pinned();
+    test_modes();
+    test_cuts();
+    test_bpe_paths();
+    test_threads();
+    test_decode();
+    test_invalid_input();
+    test_malformed();
+    k3_tok_free(tok);
+    return k3_test_summary();
+}

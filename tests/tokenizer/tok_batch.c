@@ -1,0 +1,72 @@
+/* tok_batch.c - the C side of the Python checks in validation/tokenizer/: encodes many
+ * texts in one process so the differential tests do not pay a process per case.
+ *
+ *   tok_batch TIKTOKEN_MODEL TOKENIZER_CONFIG MODE THREADS < cases > ids
+ * MODE: plain | special | ref (ref = the O(n^2) reference BPE, plain mode, one thread).
+ * cases: repeated [u32 byte length][bytes]; ids: per case [u32 count][count x i32]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/tok_internal.h"
+#include "kernels/cpu/pool.h"
+
+static int read_all(void *p, size_t n)
+{
+    return fread(p, 1, n, stdin) == n;
+}
+
+/* Plain mode with the reference BPE (no cuts, no specials): for checking bpe.c. */
+static void encode_ref(const struct k3_tok *t, const uint8_t *s, size_t n, struct k3_tok_ids *o)
+{
+    for (size_t p = 0; p < n;) {
+        size_t e = k3_pretok_next(s, p, n);
+        if (o->cap < o->n + (e - p)) {
+            o->cap = (o->n + (e - p)) * 2;
+            o->ids = realloc(o->ids, o->cap * sizeof(int32_t));
+        }
+        o->n += k3_bpe_piece_ref(t, s + p, e - p, o->ids + o->n);
+        p = e;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: tok_batch TIKTOKEN_MODEL TOKENIZER_CONFIG plain|special|ref "
+                        "THREADS < cases\n");
+        return 2;
+    }
+    struct k3_err err;
+    struct k3_tok *tok;
+    if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
+        fprintf(stderr, "tok_batch: %s\n", err.msg);
+        return 1;
+    }
+    int ref = !strcmp(argv[3], "ref");
+    enum k3_tok_mode mode = !strcmp(argv[3], "special") ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
+    int threads = atoi(argv[4]);
+    struct k3_pool pool;
+    if (threads > 1 && k3_pool_init(&pool, threads)) return 1;
+    uint32_t len;
+    char *buf = NULL;
+    size_t cap = 0;
+    while (read_all(&len, 4)) {
+        if (len + 1 > cap) {
+            cap = (size_t)len * 2 + 1;
+            buf = realloc(buf, cap);
+        }
+        if (!read_all(buf, len)) return 1;
+        struct k3_tok_ids ids = {0};
+        if (ref) encode_ref(tok, (const uint8_t *)buf, len, &ids);
+        else k3_tok_encode(tok, buf, len, mode, threads > 1 ? &pool : NULL, &ids);
+        uint32_t n = (uint32_t)ids.n;
+        fwrite(&n, 4, 1, stdout);
+        fwrite(ids.ids, 4, ids.n, stdout);
+        k3_tok_ids_free(&ids);
+    }
+    free(buf);
+    if (threads > 1) k3_pool_free(&pool);
+    k3_tok_free(tok);
+    return 0;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""fuzz_diff.py - differential fuzz test: random strings from an alphabet chosen to hit every
+branch of the Kimi pattern (cased letters, Lt/Lm/Lo, marks inside and outside words, Han
+letters, digits and symbols, Python-only whitespace U+001C, CR/LF, contractions with 'ſ,
+special-token fragments), plus arbitrary code points, through the C tokenizer and the
+reference (kimi_ref.py), in both modes. Any difference fails and prints the string.
+
+    fuzz_diff.py --tok-batch BUILD/tests/tokenizer/tok_batch --data ../shared/data [--cases N]"""
+import argparse
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_ids  # noqa: E402
+import kimi_ref  # noqa: E402
+
+ALPHABET = (
+    list("aAbZzsStTrReEvVmMlLdD'''\"!?.,;:-_/\\()[]{}<>|=+*&^%$#@~`") +
+    list("0123456789") +
+    [" ", " ", " ", "\t", "\n", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0",
+     "\u3000", "\u2028", "\u200a", "\u180e", "\u200b"] +
+    ["\u017f", "\u01c5", "\u1f88", "\u02b0", "\u3005", "\u0627", "\u3042", "\u30a2", "\uac00",
+     "\u0e01", "\u00e9", "\u00c9", "\u0410", "\u0430", "\u03a3", "\u03c3", "\u0131", "\u0130",
+     "\u1c8a", "\ua7cd", "\ua7cf", "\U0001e900", "\U0001e922"] +
+    ["\u0301", "\u0e31", "\u093e", "\u20dd", "\u0300", "\U00016ff0", "\u302a"] +
+    ["\u4e2d", "\u6587", "\u3007", "\u3021", "\u2e80", "\u2f00", "\U00016fe2", "\U00020000",
+     "\U00031350", "\U0002ebf0", "\u3001", "\u30fc"] +
+    ["\u0663", "\u2167", "\u00bd", "\u00b2", "\U0001d7ce", "\u09f4"] +
+    ["\U0001F600", "\u200d", "\ufe0f", "\U0001F44D\U0001F3FD", "\u2764"] +
+    ["<|open|>", "<|close|>", "[EOS]", "<|", "|>", "<|reserved_token_163600|>", "<osagent_mode>"])
+
+
+def rand_string(rng):
+    n = rng.choice([0, 1, 2, 3, 5, 8, 13, 30, 60, 200])
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.08:
+            out.append(chr(rng.choice([rng.randrange(0x80, 0x800), rng.randrange(0x800, 0xD800),
+                                       rng.randrange(0xE000, 0x10000), rng.randrange(0x10000, 0x110000)])))
+        elif r < 0.16:  # a run of one character: long letter, digit, space and Han runs
+            out.append(rng.choice(ALPHABET) * rng.randrange(2, 12))
+        else:
+            out.append(rng.choice(ALPHABET))
+    return "".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tok-batch", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--cases", type=int, default=30000)
+    ap.add_argument("--seed", type=int, default=12345)
+    args = ap.parse_args()
+    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
+    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
+    enc = kimi_ref.load(args.model, args.config)
+    rng = random.Random(args.seed)
+    texts = [rand_string(rng) for _ in range(args.cases)]
+    bad = 0
+    for mode, allow in (("plain", False), ("special", True)):
+        got = check_ids.run_batch(args, mode, 1, [t.encode("utf-8", "surrogatepass") for t in texts])
+        for t, g in zip(texts, got):
+            w = kimi_ref.encode(enc, t, allow_special=allow)
+            if g != w:
+                bad += 1
+                if bad <= 10:
+                    print(f"MISMATCH ({mode}) {t!r}\n  c:   {g}\n  ref: {w}", file=sys.stderr)
+    print(f"{'FAIL' if bad else 'PASS'}: {bad} of {2 * len(texts)} random strings differ "
+          f"(seed {args.seed})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
