@@ -42,10 +42,20 @@ void k3_mat_row_f32(const struct k3_mat *w, int64_t r, int64_t c0, int64_t c1, f
                  (long long)c0);
         const uint8_t *packed = (const uint8_t *)w->data + r * (w->ld / 2);
         const uint8_t *scale = w->scale + r * (w->ld / 32);
+        /* Per 32-element block: the 16 E2M1 values times the block's power of
+         * two, then a table lookup per element. E2M1 values have 2 significant
+         * bits, so each product is exact (same bits as ldexpf per element). */
+        float lut[16];
+        int64_t lut_block = -1;
         for (int64_t c = c0; c < c1; c++) {
+            if (c / 32 != lut_block) {
+                lut_block = c / 32;
+                uint8_t e = scale[lut_block];
+                float pow2 = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
+                for (int v = 0; v < 16; v++) lut[v] = k3_e2m1_to_f32((uint8_t)v) * pow2;
+            }
             uint8_t byte = packed[c / 2];
-            uint8_t nib = (c & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 0xF);
-            out[c - c0] = k3_mxfp4_value(nib, scale[c / 32]);
+            out[c - c0] = lut[(c & 1) ? (byte >> 4) : (byte & 0xF)];
         }
         break;
     }
