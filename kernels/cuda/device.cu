@@ -3,6 +3,7 @@
  * deciding which physical GPUs those indices mean. */
 #include "kernels/cuda/device.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_check.h"
@@ -31,7 +32,7 @@ extern "C" void k3_cuda_device_init(struct k3_cuda_device *dev, int local_rank)
     k3_log_set_device(dev->index);
     cudaDeviceProp prop;
     K3_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev->index));
-    strncpy(dev->name, prop.name, sizeof dev->name - 1);
+    snprintf(dev->name, sizeof dev->name, "%s", prop.name);
     dev->sm_major = prop.major;
     dev->sm_minor = prop.minor;
     dev->n_sms = prop.multiProcessorCount;
