@@ -27,6 +27,7 @@ const struct k3_opt k3_opts[] = {
     {"shard-bytes", "B", "largest safetensors shard to write", NULL},
     {"tokenizer", "DIR", "directory with tiktoken.model and tokenizer_config.json", NULL},
     {"input", "FILE", "input file (JSONL conversations or token ids)", NULL},
+    {"request", "FILE", "render: a chat-completions request body (JSON; '-' = standard input)", NULL},
     {"final", NULL, "also dump the final hidden state", NULL},
     {"generate", NULL, "regenerate assistant replies with the model before dumping", NULL},
     {"text", "TEXT", "input text", NULL},

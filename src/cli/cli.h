@@ -73,6 +73,7 @@ int k3_main(int argc, char **argv);
 /* Subcommands built so far. */
 int k3_cmd_config(struct k3_cli *cli);
 int k3_cmd_tokenize(struct k3_cli *cli);
+int k3_cmd_render(struct k3_cli *cli);
 int k3_cmd_gen_weights(struct k3_cli *cli);
 int k3_cmd_inspect(struct k3_cli *cli);
 int k3_cmd_logits(struct k3_cli *cli);

@@ -32,7 +32,7 @@ const struct k3_cmd k3_cmds[] = {
     {"tokenize", "Tokenize text with the Kimi tokenizer and print the ids.",
      "model tokenizer text file decode special threads json", k3_cmd_tokenize, 0, NULL},
     {"render", "Render a chat request (JSON) to the K3 prompt and its tokens.",
-     "model tokenizer input json", NULL, 0, "the chat format"},
+     "model tokenizer request input json", k3_cmd_render, 0, NULL},
     {"plan", "Plan a deployment: memory per rank, cache capacity, layout.",
      JOB_OPTS " model-config json", NULL, 0, "the deployment planner"},
     {"bench", "Benchmark kernels and communication with correctness checks.",
