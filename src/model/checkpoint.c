@@ -412,9 +412,11 @@ uint64_t k3_checkpoint_shard_bytes(const struct k3_checkpoint *ck, int shard)
     return shard >= 0 && shard < ck->n_shards ? ck->shards[shard].size : 0;
 }
 
+/* The file that lists the tensors: the index, or the lone model.safetensors. */
 static const char *where(const struct k3_checkpoint *ck)
 {
-    return ck->index_path ? ck->index_path : ck->dir;
+    if (ck->index_path) return ck->index_path;
+    return ck->n_shards == 1 ? ck->shards[0].path : ck->dir;
 }
 
 int k3_checkpoint_get(const struct k3_checkpoint *ck, const char *name,

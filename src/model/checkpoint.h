@@ -9,7 +9,7 @@
  *
  * Guarantees (the API is settled; functions may be added, none changed):
  *   - After open returns 0, every tensor's data lies inside its shard (a truncated
- *     shard, an overlapping or out-of-order extent, a bad header or an index entry
+ *     shard, an extent that overlaps another, a bad header or an index entry
  *     that names a missing tensor or file is an error at open, naming the file
  *     and the tensor).
  *   - k3_checkpoint_validate() checks every tensor the model config implies

@@ -371,6 +371,16 @@ int k3_model_config_parse(const char *json_text, const char *name, struct k3_mod
         goto out;
     }
 
+    /* The dtype of the unquantized tensors: the layout (model/tensors.h) is bf16/fp32. */
+    json_t *dt_obj = json_object_get(tc, "dtype") ? tc : json_object_get(root, "dtype") ? root : tc;
+    const char *dt_key = json_object_get(dt_obj, "dtype") ? "dtype" : "torch_dtype";
+    struct reader *rdt = dt_obj == root && tc != root ? &top : &r;
+    if (get_str(rdt, dt_obj, dt_key, 0, "", c.dtype, sizeof c.dtype)) goto out;
+    if (c.dtype[0] && strcmp(c.dtype, "bfloat16") != 0) {
+        field_err(rdt, dt_key, "unsupported (k3 reads bfloat16 checkpoints)");
+        goto out;
+    }
+
     /* Trunk. */
     const int64_t big = (int64_t)1 << 24;
     if (get_i64(&r, tc, "hidden_size", 1, 0, 1, big, &c.hidden_size)) goto out;

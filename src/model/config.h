@@ -69,6 +69,7 @@ struct k3_model_config {
     char model_type[32];             /* top-level model_type: "kimi_k3" or "kimi_linear" */
     char architecture[64];           /* architectures[0] of the top level */
     char tensor_prefix[32];          /* "language_model." (K3) or "" (Kimi Linear) */
+    char dtype[16];                  /* "bfloat16" (dtype or torch_dtype); "" if absent */
 
     /* Vocabulary and special ids (wrapper level for K3, falling back to text_config). */
     int64_t vocab_size;

@@ -58,7 +58,7 @@ static void test_published_k3(void)
     CHECK(c.latent_moe_use_norm && c.moe_renormalize && c.routed_scaling_factor == 1.0);
     CHECK(!strcmp(c.router_activation, "sigmoid") && !strcmp(c.topk_method, "noaux_tc"));
     CHECK(c.hidden_act == K3_ACT_SITU && c.situ_beta == 4.0 && c.situ_linear_beta == 25.0);
-    CHECK(c.rms_norm_eps == 1e-5);
+    CHECK(c.rms_norm_eps == 1e-5 && !strcmp(c.dtype, "bfloat16"));
     CHECK(c.bos_token_id == 163584 && c.eos_token_id == 163586 && c.pad_token_id == 163839);
     CHECK(c.media_placeholder_token_id == 163605);
     CHECK(c.quant.present && c.experts_mxfp4 && c.quant.group_size == 32 && c.quant.num_bits == 4);
@@ -217,6 +217,7 @@ static void e_lower_bound(json_t *r, json_t *t)
 static void e_eps(json_t *r, json_t *t) { (void)r; json_object_set_new(t, "rms_norm_eps", json_real(0.0)); }
 static void e_mtp(json_t *r, json_t *t) { (void)r; json_object_set_new(t, "num_nextn_predict_layers", json_integer(1)); }
 static void e_inner_type(json_t *r, json_t *t) { (void)r; json_object_set_new(t, "model_type", json_string("deepseek_v3")); }
+static void e_dtype(json_t *r, json_t *t) { (void)r; json_object_set_new(t, "dtype", json_string("float32")); }
 static void e_no_block(json_t *r, json_t *t) { (void)r; json_object_del(t, "attn_res_block_size"); }
 
 static void test_broken(void)
@@ -254,6 +255,7 @@ static void test_broken(void)
         {e_mtp, "text_config.num_nextn_predict_layers:", "must be 0"},
         {e_inner_type, "text_config.model_type:", "kimi_linear"},
         {e_no_block, "text_config.attn_res_block_size:", "required for kimi_k3"},
+        {e_dtype, "text_config.dtype:", "unsupported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *root = json_deep_copy(base);
