@@ -7,6 +7,7 @@
  *
  *   test_cuda_ops              all cases, then 1,000 repeated dense steps with
  *                              device memory checked flat
+ *   test_cuda_ops ops          the op cases only (for compute-sanitizer)
  *   test_cuda_ops die-embed    a bad token id: must end in a fatal error
  *   test_cuda_ops die-kda      an op not on the GPU yet: must end in a fatal error
  *
@@ -729,7 +730,8 @@ int main(int argc, char **argv)
     }
     struct k3_cuda_config cfg = {0, 256u << 20, 256u << 20, 0, 1u << 20};
     K3_CHECK(k3_cuda_backend_init(&gpu, &cfg) == 0, "CUDA backend init");
-    if (argc > 1) return die(argv[1]);
+    int ops_only = argc > 1 && !strcmp(argv[1], "ops");   /* for compute-sanitizer runs */
+    if (argc > 1 && !ops_only) return die(argv[1]);
     K3_CHECK(k3_cpu_backend_init(&cpu, 0) == 0, "CPU backend init");
     struct k3_cuda_backend *cb = k3_cuda_impl(&gpu);
     printf("# CUDA ops vs CPU twins on %s (sm_%d%d); tolerance used = worst |gpu-cpu| / "
@@ -744,7 +746,7 @@ int main(int argc, char **argv)
     test_conv();
     test_router();
     test_attn_res();
-    test_steps();
+    if (!ops_only) test_steps();
     k3_cpu_backend_free(&cpu);
     k3_cuda_backend_free(&gpu);
     return k3_test_summary();
