@@ -41,6 +41,7 @@ const struct k3_opt k3_opts[] = {
     {"ids", "LIST", "token ids, comma-separated, e.g. 1,2,3", NULL},
     {"decode-from", "N", "logits: prefill ids[0:N], then decode the rest one token at a time", NULL},
     {"dump", "NAMES", "logits: write these intermediates (comma-separated, or all) as OUT.NAME.npy", NULL},
+    {"dtype", "TYPE", "dump: bfloat16 (default, stored as uint16) or float32", NULL},
 };
 const int k3_n_opts = (int)(sizeof k3_opts / sizeof k3_opts[0]);
 

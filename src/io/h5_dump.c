@@ -342,6 +342,13 @@ static int create_main(struct k3_h5_dump *w, hid_t file, const struct k3_h5_dump
     rc |= write_1d(file, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, w->N, in->tokens, mine, dxpl);
     rc |= write_1d(file, "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, w->N, in->loss_mask, mine, dxpl);
     rc |= write_1d(file, "sample_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, w->S + 1, w->off, mine, dxpl);
+    if (in->id_bytes > 0) {
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, (size_t)in->id_bytes);
+        H5Tset_strpad(st, H5T_STR_NULLPAD);
+        rc |= write_1d(file, "sample_ids", st, st, w->S, in->sample_ids, mine, dxpl);
+        H5Tclose(st);
+    }
     if (rc) return -1;
     hid_t grp = H5Gcreate2(file, "hidden", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (grp < 0) return -1;

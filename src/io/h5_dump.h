@@ -5,6 +5,7 @@
  *   /tokens          int32  [N]
  *   /loss_mask       uint8  [N]
  *   /sample_offsets  int64  [S+1]       sample i is rows [off[i], off[i+1])
+ *   /sample_ids      string [S]         the input lines' ids (when given)
  *   /hidden/layer_L  uint16 [N, D] (bf16 bits, attribute dtype="bfloat16")
  *                    or float32 [N, D] (attribute dtype="float32")
  *   /hidden/final    same, when asked for
@@ -70,6 +71,9 @@ struct k3_h5_dump_input {
     const int64_t *sample_len;     /* [S], every rank */
     const int32_t *tokens;         /* [N], rank 0 */
     const uint8_t *loss_mask;      /* [N], rank 0 */
+    int64_t id_bytes;              /* > 0: /sample_ids, fixed-length strings of
+                                      id_bytes (NUL-padded), every rank */
+    const char *sample_ids;        /* [S][id_bytes], rank 0 */
 };
 
 struct k3_h5_dump;
