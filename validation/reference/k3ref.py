@@ -204,8 +204,10 @@ def short_conv(x, w):
     return silu(c)
 
 
-def kda(cfg, ck, pre, x, dump, tag):
-    """One KDA layer (§1.2) on the normed input x [n, d]."""
+def kda_inputs(cfg, ck, pre, x):
+    """KDA's inputs to the delta rule (§1.2 steps 1-7) from the normed input x [n, d]:
+    q [n,H,K] L2-normalised (NOT yet scaled), k [n,H,K] L2-normalised, v [n,H,K],
+    g [n,H,K] log decay, beta [n,H]."""
     H, K = cfg.kda_heads, cfg.kda_dim
     n = x.shape[0]
     lin = lambda nm: ck.linear(pre + nm)
@@ -213,7 +215,7 @@ def kda(cfg, ck, pre, x, dump, tag):
     q = short_conv(x @ lin("q_proj").T, conv("q_conv1d.weight")).reshape(n, H, K)
     k = short_conv(x @ lin("k_proj").T, conv("k_conv1d.weight")).reshape(n, H, K)
     v = short_conv(x @ lin("v_proj").T, conv("v_conv1d.weight")).reshape(n, H, K)
-    q = q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True) + 1e-6) * K ** -0.5
+    q = q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True) + 1e-6)
     k = k / np.sqrt(np.sum(k * k, axis=-1, keepdims=True) + 1e-6)
     f = ((x @ lin("f_a_proj").T) @ lin("f_b_proj").T).reshape(n, H, K)
     a_log = ck.get(pre + "A_log").reshape(-1)[:H]          # K3 pads A_log to 128; first H used
@@ -224,6 +226,16 @@ def kda(cfg, ck, pre, x, dump, tag):
     else:
         g = -A * np.logaddexp(0.0, z)                        # -exp(A_log) * softplus
     beta = sigmoid(x @ lin("b_proj").T)                      # [n, H]
+    return q, k, v, g, beta
+
+
+def kda(cfg, ck, pre, x, dump, tag):
+    """One KDA layer (§1.2) on the normed input x [n, d]."""
+    H, K = cfg.kda_heads, cfg.kda_dim
+    n = x.shape[0]
+    lin = lambda nm: ck.linear(pre + nm)
+    q, k, v, g, beta = kda_inputs(cfg, ck, pre, x)
+    q = q * K ** -0.5
     S = np.zeros((H, K, K))                                  # [H, K(key), V(value)]
     o = np.zeros((n, H, K))
     for t in range(n):
