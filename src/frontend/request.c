@@ -418,8 +418,8 @@ static int check_thinking(struct k3_chat_req *r, struct k3_api_err *e)
             else if (str_is(type, "enabled")) r->thinking = 1;
             else return fail(e, "thinking.type", "'thinking.type' must be enabled or disabled");
         }
-        const json_t *keep = json_object_get(th, "keep");
-        if (keep && !json_is_null(keep) && !str_is(keep, "all"))
+        const json_t *keep = json_object_get(th, "keep");  /* ignored when disabled (KVV) */
+        if (r->thinking && keep && !json_is_null(keep) && !str_is(keep, "all"))
             return fail(e, "thinking.keep", "'thinking.keep' supports only \"all\"");
         const json_t *eff = json_object_get(th, "effort");
         if (eff && !json_is_null(eff)) {
