@@ -109,6 +109,68 @@ static void test_published_kimi_linear(void)
     CHECK_NEAR((double)n.params_active / 1e9, 3.5, 0.1);
 }
 
+/* Spot checks of the Kimi-Linear-48B layout against research §1.7, §2.4, §2.5. */
+struct spot {
+    const char *name;
+    int is_linear;
+    enum k3_dtype dtype;
+    int n_dims;
+    int64_t shape[4];
+    int found;
+};
+
+static int spot_one(const struct k3_tensor_spec *s, void *ctx)
+{
+    for (struct spot *sp = ctx; sp->name; sp++) {
+        if (strcmp(sp->name, s->name) != 0) continue;
+        sp->found = 1;
+        int ok = s->is_linear == sp->is_linear && s->n_dims == sp->n_dims &&
+                 (s->is_linear || s->dtype == sp->dtype) && !s->mxfp4;
+        for (int i = 0; i < sp->n_dims; i++) ok &= s->shape[i] == sp->shape[i];
+        CHECK_MSG(ok, "%s", s->name);
+    }
+    return 0;
+}
+
+static void test_kimi_linear_layout(void)
+{
+    char p[4096];
+    path_of(p, sizeof p, project_dir, "configs/models/kimi-linear-48b/config.json");
+    struct k3_model_config c;
+    struct k3_err err;
+    if (k3_model_config_load(p, &c, &err)) return;
+    struct spot spots[] = {
+        {"model.layers.1.self_attn.q_proj", 1, K3_DTYPE_BF16, 2, {4096, 2304}, 0},
+        {"model.layers.1.self_attn.q_conv1d.weight", 0, K3_DTYPE_F32, 3, {4096, 1, 4}, 0},
+        {"model.layers.1.self_attn.A_log", 0, K3_DTYPE_F32, 4, {1, 1, 32, 1}, 0},
+        {"model.layers.1.self_attn.f_a_proj", 1, K3_DTYPE_BF16, 2, {128, 2304}, 0},
+        {"model.layers.1.self_attn.f_b_proj", 1, K3_DTYPE_BF16, 2, {4096, 128}, 0},
+        {"model.layers.1.self_attn.b_proj", 1, K3_DTYPE_BF16, 2, {32, 2304}, 0},
+        {"model.layers.1.self_attn.g_a_proj", 1, K3_DTYPE_BF16, 2, {128, 2304}, 0},
+        {"model.layers.1.self_attn.g_b_proj", 1, K3_DTYPE_BF16, 2, {4096, 128}, 0},
+        {"model.layers.1.self_attn.o_norm.weight", 0, K3_DTYPE_F32, 1, {128}, 0},
+        {"model.layers.1.self_attn.o_proj", 1, K3_DTYPE_BF16, 2, {2304, 4096}, 0},
+        {"model.layers.3.self_attn.q_proj", 1, K3_DTYPE_BF16, 2, {6144, 2304}, 0},
+        {"model.layers.3.self_attn.kv_a_proj_with_mqa", 1, K3_DTYPE_BF16, 2, {576, 2304}, 0},
+        {"model.layers.3.self_attn.kv_a_layernorm.weight", 0, K3_DTYPE_BF16, 1, {512}, 0},
+        {"model.layers.3.self_attn.kv_b_proj", 1, K3_DTYPE_BF16, 2, {8192, 512}, 0},
+        {"model.layers.26.self_attn.o_proj", 1, K3_DTYPE_BF16, 2, {2304, 4096}, 0},
+        {"model.layers.1.block_sparse_moe.gate.weight", 0, K3_DTYPE_BF16, 2, {256, 2304}, 0},
+        {"model.layers.1.block_sparse_moe.gate.e_score_correction_bias", 0, K3_DTYPE_F32, 1, {256}, 0},
+        {"model.layers.1.block_sparse_moe.experts.255.w1", 1, K3_DTYPE_BF16, 2, {1024, 2304}, 0},
+        {"model.layers.1.block_sparse_moe.experts.0.w2", 1, K3_DTYPE_BF16, 2, {2304, 1024}, 0},
+        {"model.layers.1.block_sparse_moe.shared_experts.up_proj", 1, K3_DTYPE_BF16, 2, {1024, 2304}, 0},
+        {"model.layers.0.mlp.gate_proj", 1, K3_DTYPE_BF16, 2, {9216, 2304}, 0},
+        {"model.layers.0.mlp.down_proj", 1, K3_DTYPE_BF16, 2, {2304, 9216}, 0},
+        {"model.embed_tokens.weight", 0, K3_DTYPE_BF16, 2, {163840, 2304}, 0},
+        {"model.norm.weight", 0, K3_DTYPE_BF16, 1, {2304}, 0},
+        {"lm_head", 1, K3_DTYPE_BF16, 2, {163840, 2304}, 0},
+        {NULL, 0, 0, 0, {0}, 0},
+    };
+    k3_model_tensors_foreach(&c, 0, c.n_layers - 1, spot_one, spots);
+    for (struct spot *sp = spots; sp->name; sp++) CHECK_MSG(sp->found, "%s not listed", sp->name);
+}
+
 static void test_shipped(void)
 {
     static const char *names[] = {"k3-tiny", "kimi-linear-tiny", "k3-tiny-chat", "k3-small",
@@ -292,6 +354,7 @@ int main(int argc, char **argv)
     project_dir = argv[2];
     test_published_k3();
     test_published_kimi_linear();
+    test_kimi_linear_layout();
     test_shipped();
     test_broken();
     return k3_test_summary();
