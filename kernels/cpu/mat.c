@@ -14,6 +14,20 @@ float k3_mxfp4_value(uint8_t nibble, uint8_t scale)
     return ldexpf(k3_e2m1_to_f32(nibble & 0xF), (int)scale - 127);
 }
 
+/* E2M1 codes 0..15 (model-architecture.md §5.1). */
+static const float e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/* 2^(e-127) built from its bits: biased exponent e for e >= 1, the subnormal
+ * 2^-127 for e = 0, NaN for 0xFF. Same value as ldexpf(1, e - 127). */
+static float e8m0_pow2(uint8_t e)
+{
+    union { uint32_t u; float f; } v;
+    if (e == 0xFF) return NAN;
+    v.u = e ? (uint32_t)e << 23 : 0x00400000u;
+    return v.f;
+}
+
 void k3_mat_row_f32(const struct k3_mat *w, int64_t r, int64_t c0, int64_t c1, float *out)
 {
     switch (w->fmt) {
@@ -50,9 +64,8 @@ void k3_mat_row_f32(const struct k3_mat *w, int64_t r, int64_t c0, int64_t c1, f
         for (int64_t c = c0; c < c1; c++) {
             if (c / 32 != lut_block) {
                 lut_block = c / 32;
-                uint8_t e = scale[lut_block];
-                float pow2 = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
-                for (int v = 0; v < 16; v++) lut[v] = k3_e2m1_to_f32((uint8_t)v) * pow2;
+                float pow2 = e8m0_pow2(scale[lut_block]);
+                for (int v = 0; v < 16; v++) lut[v] = e2m1_values[v] * pow2;
             }
             uint8_t byte = packed[c / 2];
             out[c - c0] = lut[(c & 1) ? (byte >> 4) : (byte & 0xF)];

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/mat.h"
@@ -29,11 +30,38 @@ static float dot8(const float *a, const float *b, int64_t n)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* bf16 row · fp32 x without decoding the row first: for few tokens (decode)
+ * the weights are read once either way, and skipping the row buffer halves
+ * the passes over them. Same partial-sum order as dot8, so the result is
+ * bitwise that of decode-then-dot8. */
+static float dot8_bf16(const uint16_t *w, const float *x, int64_t n)
+{
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += k3_bf16_to_f32(w[i + j]) * x[i + j];
+    for (; i < n; i++) s[i & 7] += k3_bf16_to_f32(w[i]) * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+#define FUSED_BF16_MAX_TOKENS 4
+
 static void matmul_nt_range(void *ctx, int64_t begin, int64_t end, int worker)
 {
     const struct k3_matmul_params *p = ctx;
     const struct k3_mat *w = p->w;
     int64_t cols = w->cols;
+    if (w->fmt == K3_WFMT_BF16 && p->n <= FUSED_BF16_MAX_TOKENS) {
+        for (int64_t r = begin; r < end; r++) {
+            const uint16_t *wr = (const uint16_t *)w->data + r * w->ld;
+            for (int64_t i = 0; i < p->n; i++) {
+                float d = dot8_bf16(wr, p->x + i * p->ldx, cols);
+                float *y = p->y + i * p->ldy + r;
+                *y = p->accumulate ? *y + d : d;
+            }
+        }
+        return;
+    }
     float *buf = malloc(sizeof(float) * (size_t)(cols * ROWS_PER_STEP));
     K3_CHECK(buf, "out of memory (%lld floats)", (long long)cols * ROWS_PER_STEP);
     for (int64_t r0 = begin; r0 < end; r0 += ROWS_PER_STEP) {

@@ -97,6 +97,25 @@ static void test_mxfp4_bytes(void)
     packed[0] = 0x21;
     k3_mat_row_f32(&w, 0, 0, 2, row);
     CHECK(row[0] == 1.0f && row[1] == 2.0f);
+
+    /* Every scale byte and code through the row decoder == E2M1 · ldexpf(1, e-127), bitwise. */
+    uint8_t all_packed[8 * 256], all_scale[256];
+    for (int e = 0; e < 256; e++) {
+        all_scale[e] = (uint8_t)e;
+        for (int j = 0; j < 8; j++) all_packed[e * 8 + j] = (uint8_t)((2 * j) | ((2 * j + 1) << 4));
+    }
+    int n_bad = 0;
+    for (int e = 0; e < 256; e++) {
+        struct k3_mat we = {.fmt = K3_WFMT_MXFP4, .data = all_packed + e * 8, .scale = all_scale + e,
+                            .rows = 1, .cols = 16, .ld = 32};
+        float r16[16];
+        k3_mat_row_f32(&we, 0, 0, 16, r16);
+        for (int c = 0; c < 16; c++) {
+            float want = e == 255 ? NAN : e2m1[c] * ldexpf(1.0f, e - 127);
+            if (memcmp(&r16[c], &want, 4) != 0 && !(isnan(want) && isnan(r16[c]))) n_bad++;
+        }
+    }
+    CHECK_MSG(n_bad == 0, "%d of 4096 (scale, code) pairs decode differently", n_bad);
 }
 
 /* --------------------------------------------------------------- matmul */
@@ -154,6 +173,17 @@ static void test_matmul(void)
             compare(what, y1, ref, n * nout, 1e-5);
             free(x); free(y); free(y1); free(ref);
         }
+    }
+    /* The fused bf16 path (<= 4 tokens, decode) gives the bits of the decode-then-dot path. */
+    {
+        float *x = rand_buf(n * cols, 1), *y5 = out_buf(n * rows), *y2 = out_buf(2 * rows);
+        struct k3_matmul_params p = {.x = x, .ldx = cols, .w = &mats[1], .y = y5, .ldy = rows, .n = n};
+        be2.ops->matmul(&be2, &p);
+        p.y = y2;
+        p.n = 2;
+        be2.ops->matmul(&be2, &p);
+        CHECK_MSG(memcmp(y5, y2, sizeof(float) * (size_t)(2 * rows)) == 0, "fused bf16 path differs");
+        free(x); free(y5); free(y2);
     }
     free(wf); free(wb); free(wp); free(ws);
 }
