@@ -1,7 +1,7 @@
 /* attn_res.cu - Block AttnRes mix (ops.h; model-architecture.md §3.3), one
  * block per token, optionally fused with the following RMSNorm.
  *
- * Per candidate j: two block sums (Σv², Σv·q) give the score
+ * The general kernel (any n_cand ≤ 64): per candidate j, two block sums (Σv², Σv·q) give the score
  * s_j = (v·q) / sqrt(mean(v²) + eps); the softmax over the ≤ 64 scores is
  * done by every thread redundantly (no extra sync); then each thread writes
  * its columns of Σ α_j V_j. The fused norm sums the squares of what this
@@ -76,6 +76,128 @@ static __global__ void attn_res_kernel(struct attn_res_args a)
     }
 }
 
+/* The common case, n_cand ≤ 16 (K3: at most 8 block snapshots + the partial
+ * sum): one sweep over the columns accumulates Σv² and Σv·q for every
+ * candidate at once in registers (the candidate loop is unrolled to
+ * ATTN_RES_FAST_CAND), then one block-wide reduction of all 2·n_cand sums
+ * instead of 2·n_cand separate ones; float4 loads where aligned. */
+#define ATTN_RES_FAST_CAND 16
+
+template <int VEC>
+static __device__ __forceinline__ void ld(const float *p, float *v)
+{
+    if (VEC == 4) {
+        float4 q = *(const float4 *)p;
+        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else {
+        v[0] = *p;
+    }
+}
+
+template <int VEC>
+static __device__ __forceinline__ void st(float *p, const float *v)
+{
+    if (VEC == 4) *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    else *p = v[0];
+}
+
+template <int VEC>
+static __global__ void attn_res_fast_kernel(struct attn_res_args a)
+{
+    const int C = ATTN_RES_FAST_CAND;
+    __shared__ float red[32][2 * ATTN_RES_FAST_CAND + 1];
+    __shared__ float score[ATTN_RES_FAST_CAND];
+    __shared__ float sh[32];
+    int64_t t = blockIdx.x, d = a.d;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+    float ss[C], dq[C];
+#pragma unroll
+    for (int j = 0; j < C; j++) ss[j] = dq[j] = 0.0f;
+    for (int64_t c = (int64_t)threadIdx.x * VEC; c < d; c += (int64_t)blockDim.x * VEC) {
+        float q[VEC];
+        ld<VEC>(a.q + c, q);
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            if (j < a.n_cand) {
+                float v[VEC];
+                ld<VEC>(a.cand[j] + t * d + c, v);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    ss[j] += v[k] * v[k];
+                    dq[j] += v[k] * q[k];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < C; j++) {
+        if (j < a.n_cand) {   /* uniform across the block */
+            for (int o = 16; o > 0; o >>= 1) {
+                ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], o);
+                dq[j] += __shfl_xor_sync(0xffffffffu, dq[j], o);
+            }
+            if (lane == 0) {
+                red[warp][j] = ss[j];
+                red[warp][C + j] = dq[j];
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < a.n_cand) {
+        float s2 = 0.0f, sq = 0.0f;
+        for (int w = 0; w < n_warp; w++) {
+            s2 += red[w][threadIdx.x];
+            sq += red[w][C + threadIdx.x];
+        }
+        score[threadIdx.x] = sq / sqrtf(s2 / (float)d + a.eps);
+    }
+    __syncthreads();
+    float alpha[C], mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < C; j++)
+        if (j < a.n_cand) mx = fmaxf(mx, score[j]);
+#pragma unroll
+    for (int j = 0; j < C; j++) {
+        alpha[j] = j < a.n_cand ? expf(score[j] - mx) : 0.0f;
+        sum += alpha[j];
+    }
+    float inv_sum = 1.0f / sum;
+    float *o = a.out + t * d;
+    float ss_out = 0.0f;
+    for (int64_t c = (int64_t)threadIdx.x * VEC; c < d; c += (int64_t)blockDim.x * VEC) {
+        float acc[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            if (j < a.n_cand) {
+                float v[VEC];
+                ld<VEC>(a.cand[j] + t * d + c, v);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) acc[k] += alpha[j] * v[k];
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            acc[k] *= inv_sum;
+            ss_out += acc[k] * acc[k];
+        }
+        st<VEC>(o + c, acc);
+    }
+    if (!a.normed) return;   /* uniform across the block */
+    ss_out = k3_block_sum(ss_out, sh);
+    float inv = 1.0f / sqrtf(ss_out / (float)d + a.norm_eps);
+    float *y = a.normed + t * d;
+    for (int64_t c = (int64_t)threadIdx.x * VEC; c < d; c += (int64_t)blockDim.x * VEC) {
+        float v[VEC], w[VEC];
+        ld<VEC>(o + c, v);
+        if (a.norm_w) ld<VEC>(a.norm_w + c, w);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = a.norm_w ? v[k] * inv * w[k] : v[k] * inv;
+        st<VEC>(y + c, v);
+    }
+}
+
 static void launch(const struct k3_attn_res_params *p, const float *norm_w, float *normed,
                    double norm_eps, cudaStream_t s)
 {
@@ -93,8 +215,19 @@ static void launch(const struct k3_attn_res_params *p, const float *norm_w, floa
     a.norm_w = norm_w;
     a.normed = normed;
     a.norm_eps = (float)norm_eps;
-    int threads = p->d >= ATTN_RES_THREADS ? ATTN_RES_THREADS : (int)((p->d + 31) / 32 * 32);
-    attn_res_kernel<<<k3_grid_rows(p->n), threads, 0, s>>>(a);
+    if (p->n_cand <= ATTN_RES_FAST_CAND) {
+        int vec4 = p->d % 4 == 0 && k3_aligned16(p->q) && k3_aligned16(p->out) &&
+                   (!normed || k3_aligned16(normed)) && (!norm_w || k3_aligned16(norm_w));
+        for (int j = 0; j < p->n_cand; j++) vec4 = vec4 && k3_aligned16(p->cand[j]);
+        int vec = vec4 ? 4 : 1;
+        int64_t units = p->d / vec;
+        int threads = units >= ATTN_RES_THREADS ? ATTN_RES_THREADS : (int)((units + 31) / 32 * 32);
+        if (vec4) attn_res_fast_kernel<4><<<k3_grid_rows(p->n), threads, 0, s>>>(a);
+        else attn_res_fast_kernel<1><<<k3_grid_rows(p->n), threads, 0, s>>>(a);
+    } else {
+        int threads = p->d >= ATTN_RES_THREADS ? ATTN_RES_THREADS : (int)((p->d + 31) / 32 * 32);
+        attn_res_kernel<<<k3_grid_rows(p->n), threads, 0, s>>>(a);
+    }
     K3_CHECK_LAUNCH();
 }
 

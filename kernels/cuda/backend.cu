@@ -114,7 +114,8 @@ extern "C" int k3_cuda_backend_init(struct k3_backend *be, const struct k3_cuda_
     void *ws = cur;
     cur += WORKSPACE_BYTES;
     cb->err_word = (int *)cur;
-    K3_CHECK_CUDA(cudaMemset(cb->err_word, 0, 2 * sizeof(int)));
+    K3_CHECK_CUDA(cudaMemsetAsync(cb->err_word, 0, 2 * sizeof(int), cb->stream));
+    K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
     void *xconv = k3_cuda_arena_alloc(&cb->scratch, scratch, "GEMM input copies");
     cb->mm = k3_cuda_matmul_ctx_init(ws, WORKSPACE_BYTES, xconv, scratch);
     be->ops = &cuda_ops;
@@ -143,7 +144,9 @@ extern "C" void k3_cuda_backend_sync(struct k3_backend *be)
     struct k3_cuda_backend *cb = k3_cuda_impl(be);
     K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
     int err[2];
-    K3_CHECK_CUDA(cudaMemcpy(err, cb->err_word, sizeof err, cudaMemcpyDeviceToHost));
+    K3_CHECK_CUDA(cudaMemcpyAsync(err, cb->err_word, sizeof err, cudaMemcpyDeviceToHost,
+                                  cb->stream));
+    K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
     if (err[0] == K3_CUDA_ERR_EMBED_ID)
         K3_FATAL("embed: token id %d is outside the vocabulary (found on the device)", err[1]);
     K3_CHECK(err[0] == 0, "device-side error code %d (value %d)", err[0], err[1]);
@@ -154,7 +157,8 @@ extern "C" void *k3_cuda_upload(struct k3_backend *be, const void *host, size_t 
 {
     struct k3_cuda_backend *cb = k3_cuda_impl(be);
     void *d = k3_cuda_arena_alloc(&cb->weights, bytes, what);
-    K3_CHECK_CUDA(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cb->stream));
+    K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
     return d;
 }
 
@@ -182,12 +186,14 @@ extern "C" void k3_cuda_upload_mat(struct k3_backend *be, const struct k3_mat *h
         size_t ld = round_up(cols, 32);
         char *packed = (char *)k3_cuda_arena_alloc(&cb->weights, rows * ld / 2, what);
         uint8_t *scale = (uint8_t *)k3_cuda_arena_alloc(&cb->weights, rows * ld / 32, what);
-        K3_CHECK_CUDA(cudaMemset(packed, 0, rows * ld / 2));
-        K3_CHECK_CUDA(cudaMemset(scale, 0, rows * ld / 32));
-        K3_CHECK_CUDA(cudaMemcpy2D(packed, ld / 2, host->data, (size_t)host->ld / 2, cols / 2,
-                                   rows, cudaMemcpyHostToDevice));
-        K3_CHECK_CUDA(cudaMemcpy2D(scale, ld / 32, host->scale, (size_t)host->ld / 32,
-                                   (cols + 31) / 32, rows, cudaMemcpyHostToDevice));
+        K3_CHECK_CUDA(cudaMemsetAsync(packed, 0, rows * ld / 2, cb->stream));
+        K3_CHECK_CUDA(cudaMemsetAsync(scale, 0, rows * ld / 32, cb->stream));
+        K3_CHECK_CUDA(cudaMemcpy2DAsync(packed, ld / 2, host->data, (size_t)host->ld / 2,
+                                        cols / 2, rows, cudaMemcpyHostToDevice, cb->stream));
+        K3_CHECK_CUDA(cudaMemcpy2DAsync(scale, ld / 32, host->scale, (size_t)host->ld / 32,
+                                        (cols + 31) / 32, rows, cudaMemcpyHostToDevice,
+                                        cb->stream));
+        K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
         dev->data = packed;
         dev->scale = scale;
         dev->ld = (int64_t)ld;
@@ -197,9 +203,10 @@ extern "C" void k3_cuda_upload_mat(struct k3_backend *be, const struct k3_mat *h
     K3_CHECK(es > 0, "%s: unknown weight format %d", what, (int)host->fmt);
     size_t ld = round_up(cols, 16 / es);   /* every row starts 16-byte aligned */
     char *d = (char *)k3_cuda_arena_alloc(&cb->weights, rows * ld * es, what);
-    if (ld != cols) K3_CHECK_CUDA(cudaMemset(d, 0, rows * ld * es));
-    K3_CHECK_CUDA(cudaMemcpy2D(d, ld * es, host->data, (size_t)host->ld * es, cols * es, rows,
-                               cudaMemcpyHostToDevice));
+    if (ld != cols) K3_CHECK_CUDA(cudaMemsetAsync(d, 0, rows * ld * es, cb->stream));
+    K3_CHECK_CUDA(cudaMemcpy2DAsync(d, ld * es, host->data, (size_t)host->ld * es, cols * es, rows,
+                                    cudaMemcpyHostToDevice, cb->stream));
+    K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));
     dev->data = d;
     dev->scale = NULL;
     dev->ld = (int64_t)ld;

@@ -8,6 +8,11 @@
  * are read on the host when the op is enqueued. Ops are asynchronous on the
  * backend's stream; k3_cuda_backend_sync() waits and reports device-side
  * errors (a token id outside the vocabulary, for example) as a fatal error.
+ * The stream is non-blocking: it does not wait for the legacy default stream,
+ * so host code that fills or reads buffers with plain cudaMemcpy/cudaMemset
+ * must synchronise (cudaDeviceSynchronize) before and after the ops touch
+ * them, or use the backend's stream. Uploads below are on the stream and
+ * complete before they return.
  *
  * Memory. One cudaMalloc at start-up, carved into four arenas sized by the
  * caller (weights, activations, caches, scratch). Nothing is allocated per

@@ -34,6 +34,19 @@ static inline unsigned k3_grid_1d(int64_t n, int per_block)
     return (unsigned)b;
 }
 
+/* Row x column kernels over [n_rows, n_cols]: blockIdx.y walks rows (with a
+ * grid-stride loop past 65535), blockIdx.x * blockDim.x + threadIdx.x walks
+ * columns in units of `vec` elements. No 64-bit division per element. */
+static inline dim3 k3_grid_2d(int64_t n_rows, int64_t n_cols, int vec, int threads)
+{
+    int64_t units = (n_cols + vec - 1) / vec;
+    int64_t gx = (units + threads - 1) / threads;
+    int64_t gy = n_rows < 65535 ? n_rows : 65535;
+    return dim3((unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1), 1);
+}
+
+static inline int k3_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* Row-parallel kernels: one block per row, blocks capped at 2^31-1 by CUDA;
  * k3 never has that many rows in one step. */
 static inline unsigned k3_grid_rows(int64_t n_rows)

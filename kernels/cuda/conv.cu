@@ -1,6 +1,6 @@
 /* conv.cu - short causal depthwise conv + SiLU (ops.h; model-architecture.md
  * §1.2 step 2). Two launches on one stream: conv_kernel computes every
- * (token, channel) output in parallel, reading inputs before x[0] from the
+ * (token, channel) output in parallel (tokens on blockIdx.y, channels on x), reading inputs before x[0] from the
  * tail; tail_kernel then rewrites the tail (one thread per channel, oldest
  * slot first, so the in-place shift reads each old value before it is
  * overwritten). Splitting them avoids a race between tail readers and the
@@ -13,20 +13,20 @@
 static __global__ void conv_kernel(struct k3_conv_params p)
 {
     int W = p.width;
-    int64_t total = p.n * p.d;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        int64_t t = idx / p.d, ch = idx - t * p.d;
-        const float *w = p.w + ch * W;
-        float c = 0.0f;
-        for (int j = 0; j < W; j++) {
-            int64_t src = t - (W - 1) + j;  /* < 0: the token lives in the tail */
-            float xv;
-            if (src >= 0) xv = p.x[src * p.ldx + ch];
-            else xv = p.tail ? p.tail[(W - 1 + src) * p.d + ch] : 0.0f;
-            c += w[j] * xv;
+    for (int64_t t = blockIdx.y; t < p.n; t += gridDim.y) {
+        for (int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < p.d;
+             ch += (int64_t)gridDim.x * blockDim.x) {
+            const float *w = p.w + ch * W;
+            float c = 0.0f;
+            for (int j = 0; j < W; j++) {
+                int64_t src = t - (W - 1) + j;  /* < 0: the token lives in the tail */
+                float xv;
+                if (src >= 0) xv = p.x[src * p.ldx + ch];
+                else xv = p.tail ? p.tail[(W - 1 + src) * p.d + ch] : 0.0f;
+                c += w[j] * xv;
+            }
+            p.y[t * p.d + ch] = c / (1.0f + expf(-c));
         }
-        p.y[idx] = c / (1.0f + expf(-c));
     }
 }
 
@@ -48,7 +48,7 @@ extern "C" void k3_cuda_conv_launch(const struct k3_conv_params *p, cudaStream_t
     K3_CHECK(p->width >= 1 && p->width <= 17, "conv width %d outside [1, 17]", p->width);
     if (p->d <= 0) return;
     if (p->n > 0) {
-        conv_kernel<<<k3_grid_1d(p->n * p->d, 256), 256, 0, s>>>(*p);
+        conv_kernel<<<k3_grid_2d(p->n, p->d, 1, 256), 256, 0, s>>>(*p);
         K3_CHECK_LAUNCH();
     }
     if (p->tail && p->width > 1 && p->n > 0) {

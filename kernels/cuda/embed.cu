@@ -12,7 +12,7 @@
 #include "kernels/cuda/common.cuh"
 
 static __global__ void embed_kernel(struct k3_embed_params p, enum k3_wfmt fmt, const void *data,
-                                    int64_t rows, int64_t cols, int64_t ld, int *err_word)
+                                    int64_t rows, int64_t cols, int64_t ld, int vec4, int *err_word)
 {
     int64_t i = blockIdx.x;
     int32_t id = p.ids[i];
@@ -23,7 +23,15 @@ static __global__ void embed_kernel(struct k3_embed_params p, enum k3_wfmt fmt, 
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[c] = __int_as_float(0x7fc00000);
         return;
     }
-    if (fmt == K3_WFMT_BF16) {
+    if (fmt == K3_WFMT_BF16 && vec4) {
+        /* 4 bf16 (8 bytes) in, one float4 out */
+        const uint2 *src = (const uint2 *)((const __nv_bfloat16 *)data + id * ld);
+        for (int64_t c = threadIdx.x; c < cols / 4; c += blockDim.x) {
+            uint2 v = src[c];
+            ((float4 *)out)[c] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+                                             __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+        }
+    } else if (fmt == K3_WFMT_BF16) {
         const __nv_bfloat16 *src = (const __nv_bfloat16 *)data + id * ld;
         for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[c] = __bfloat162float(src[c]);
     } else if (fmt == K3_WFMT_F16) {
@@ -42,8 +50,11 @@ extern "C" void k3_cuda_embed_launch(const struct k3_embed_params *p, int *err_w
     K3_CHECK(w->fmt == K3_WFMT_BF16 || w->fmt == K3_WFMT_F16 || w->fmt == K3_WFMT_F32,
              "embed on the CUDA backend takes BF16, F16 or F32 tables, not format %d",
              (int)w->fmt);
+    /* bf16 rows as 8-byte loads: every row start 8-byte aligned, whole groups of 4 */
+    int vec4 = w->cols % 4 == 0 && w->ld % 4 == 0 && ((uintptr_t)w->data & 7) == 0 &&
+               k3_aligned16(p->out);
     embed_kernel<<<k3_grid_rows(p->n), 256, 0, s>>>(*p, w->fmt, w->data, w->rows, w->cols, w->ld,
-                                                    err_word);
+                                                    vec4, err_word);
     K3_CHECK_LAUNCH();
 }
 

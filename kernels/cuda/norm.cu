@@ -85,8 +85,6 @@ static __global__ void l2norm_kernel(struct k3_l2norm_params p)
     }
 }
 
-static int aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
-
 /* Threads per row: a warp multiple, no more than the row needs, at most 256. */
 static int row_threads(int64_t d, int vec)
 {
@@ -97,9 +95,9 @@ static int row_threads(int64_t d, int vec)
 extern "C" void k3_cuda_rmsnorm_launch(const struct k3_rmsnorm_params *p, cudaStream_t s)
 {
     if (p->n_rows <= 0 || p->d <= 0) return;
-    int vec4 = p->d % 4 == 0 && p->ldx % 4 == 0 && p->ldy % 4 == 0 && aligned16(p->x) &&
-               aligned16(p->y) && (!p->w || aligned16(p->w)) &&
-               (!p->gate || (p->ldg % 4 == 0 && aligned16(p->gate)));
+    int vec4 = p->d % 4 == 0 && p->ldx % 4 == 0 && p->ldy % 4 == 0 && k3_aligned16(p->x) &&
+               k3_aligned16(p->y) && (!p->w || k3_aligned16(p->w)) &&
+               (!p->gate || (p->ldg % 4 == 0 && k3_aligned16(p->gate)));
     if (vec4)
         rmsnorm_kernel<4><<<k3_grid_rows(p->n_rows), row_threads(p->d, 4), 0, s>>>(*p);
     else
@@ -110,7 +108,7 @@ extern "C" void k3_cuda_rmsnorm_launch(const struct k3_rmsnorm_params *p, cudaSt
 extern "C" void k3_cuda_l2norm_launch(const struct k3_l2norm_params *p, cudaStream_t s)
 {
     if (p->n_rows <= 0 || p->d <= 0) return;
-    int vec4 = p->d % 4 == 0 && aligned16(p->x) && aligned16(p->y);
+    int vec4 = p->d % 4 == 0 && k3_aligned16(p->x) && k3_aligned16(p->y);
     if (vec4)
         l2norm_kernel<4><<<k3_grid_rows(p->n_rows), row_threads(p->d, 4), 0, s>>>(*p);
     else

@@ -67,6 +67,8 @@ static void *dev_alloc(size_t bytes, const char *what)
     size_t total = bytes + 2 * GUARD_BYTES;
     K3_CHECK_CUDA(cudaMalloc((void **)&base, total));
     K3_CHECK_CUDA(cudaMemset(base, SENTINEL_BYTE, total));
+    /* the backend's stream does not wait for the legacy stream (backend_cuda.h) */
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     allocs[n_allocs++] = (struct dalloc){base, bytes, what};
     return base + GUARD_BYTES;
 }
@@ -74,10 +76,12 @@ static void *dev_from(const void *host, size_t bytes, const char *what)
 {
     void *d = dev_alloc(bytes, what);
     K3_CHECK_CUDA(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     return d;
 }
 static void to_host(void *host, const void *dev, size_t bytes)
 {
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     K3_CHECK_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
@@ -215,6 +219,7 @@ static void test_matmul_case(int64_t n, int64_t rows, int64_t cols, int trans, e
     if (accumulate)
         K3_CHECK_CUDA(cudaMemcpy2D(dy, sizeof(float) * (size_t)ldy, y0, sizeof(float) * (size_t)m,
                                    sizeof(float) * (size_t)m, (size_t)n, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     gpu.ops->matmul(&gpu, &(struct k3_matmul_params){dx, ldx, &wd, dy, ldy, n, trans, accumulate});
     compare("matmul", shape, dy, ldy, want, scale, n, m, 1e-30, 2e-5);
     if (fmt == K3_WFMT_BF16 && !accumulate) {
@@ -326,6 +331,7 @@ static void rmsnorm_case(int64_t n, int64_t d, int64_t pad_x, int64_t pad_y, int
         for (int64_t i = 0; i < n; i++)
             K3_CHECK_CUDA(cudaMemcpy(gd + i * d, got + i * ldx, sizeof(float) * (size_t)d,
                                      cudaMemcpyHostToDevice));
+        K3_CHECK_CUDA(cudaDeviceSynchronize());
         compare("rmsnorm", shape, gd, d, want, NULL, n, d, 1e-7, 1e-5);
         free(got);
     } else {
@@ -535,8 +541,8 @@ static void attn_res_case(int64_t n, int64_t d, int n_cand, int fused)
     char shape[64];
     snprintf(shape, sizeof shape, "n=%lld d=%lld cand=%d%s", (long long)n, (long long)d, n_cand,
              fused ? " +rmsnorm" : "");
-    float *cand[16];
-    const float *dcand[16];
+    float *cand[24];
+    const float *dcand[24];
     float *scale = malloc(sizeof(float) * (size_t)(n * d));
     for (int64_t i = 0; i < n * d; i++) scale[i] = 0;
     for (int j = 0; j < n_cand; j++) {
@@ -574,6 +580,7 @@ static void test_attn_res(void)
     attn_res_case(2, 2304, 1, 0);
     attn_res_case(5, 7168, 9, 1);
     attn_res_case(16, 333, 5, 1);
+    attn_res_case(3, 512, 20, 1);    /* more than 16 candidates: the general kernel */
 }
 
 /* ---- backend: support table, uploads ------------------------------------ */

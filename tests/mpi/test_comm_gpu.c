@@ -53,10 +53,13 @@ static void *dfrom(const void *h, size_t bytes)
 {
     void *p = dmalloc(bytes);
     K3_CHECK_CUDA(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+    /* the backend's stream does not wait for the legacy stream (backend_cuda.h) */
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     return p;
 }
 static void back(void *h, const void *d, size_t bytes)
 {
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     K3_CHECK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
 }
 

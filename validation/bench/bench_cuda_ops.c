@@ -54,6 +54,7 @@ static float *drand_f32(int64_t n, float scale)
         for (int64_t i = 0; i < m; i++) h[i] = frand() * scale;
         K3_CHECK_CUDA(cudaMemcpy(d + o, h, sizeof(float) * (size_t)m, cudaMemcpyHostToDevice));
     }
+    K3_CHECK_CUDA(cudaDeviceSynchronize());   /* the backend's stream is non-blocking */
     free(h);
     return d;
 }
@@ -67,12 +68,14 @@ static uint16_t *drand_bf16(int64_t n, float scale)
         for (int64_t i = 0; i < m; i++) h[i] = k3_f32_to_bf16(frand() * scale);
         K3_CHECK_CUDA(cudaMemcpy(d + o, h, sizeof(uint16_t) * (size_t)m, cudaMemcpyHostToDevice));
     }
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     free(h);
     return d;
 }
 static float *host_copy(const void *d, size_t bytes)
 {
     float *h = malloc(bytes);
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     K3_CHECK_CUDA(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
     return h;
 }
@@ -212,7 +215,7 @@ static void bench_rmsnorm(int64_t n, int64_t d, int gated)
     float *g = gated ? drand_f32(n * d, 3.0f) : NULL;
     struct norm_ctx c = {{x, d, w, g, d, y, d, n, d, 1e-6}};
     double us = time_us(run_norm, &c);
-    int64_t nc = 64;
+    int64_t nc = n < 64 ? n : 64;
     float *xh = host_copy(x, sizeof(float) * (size_t)(nc * d)), *wh = host_copy(w, sizeof(float) * (size_t)d);
     float *gh = gated ? host_copy(g, sizeof(float) * (size_t)(nc * d)) : NULL;
     float *want = malloc(sizeof(float) * (size_t)(nc * d));
@@ -236,7 +239,7 @@ static void bench_glu(int64_t n, int64_t m, enum k3_glu_act act_kind)
     float *g = drand_f32(n * m, 6.0f), *u = drand_f32(n * m, 6.0f), *y = dalloc(sizeof(float) * (size_t)(n * m));
     struct glu_ctx c = {{g, u, m, m, y, m, n, m, act_kind, 3.0, 5.0}};
     double us = time_us(run_glu, &c);
-    int64_t nc = 16;
+    int64_t nc = n < 16 ? n : 16;
     float *gh = host_copy(g, sizeof(float) * (size_t)(nc * m)), *uh = host_copy(u, sizeof(float) * (size_t)(nc * m));
     float *want = malloc(sizeof(float) * (size_t)(nc * m));
     cpu.ops->glu(&cpu, &(struct k3_glu_params){gh, uh, m, m, want, m, nc, m, act_kind, 3.0, 5.0});
@@ -261,12 +264,13 @@ static void bench_embed(int64_t n, int64_t vocab, int64_t d)
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)((frand() * 0.5f + 0.5f) * (float)(vocab - 1));
     int32_t *dids = dalloc(sizeof(int32_t) * (size_t)n);
     K3_CHECK_CUDA(cudaMemcpy(dids, ids, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     float *out = dalloc(sizeof(float) * (size_t)(n * d));
     struct embed_ctx c = {{&w, dids, n, out}};
     double us = time_us(run_embed, &c);
     float *got = host_copy(out, sizeof(float) * (size_t)(4 * d));
     long wrong = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4 && i < n; i++) {
         uint16_t *rowb = (uint16_t *)host_copy((const uint16_t *)w.data + (int64_t)ids[i] * d, 2 * (size_t)d);
         for (int64_t c2 = 0; c2 < d; c2++) wrong += got[i * d + c2] != k3_bf16_to_f32(rowb[c2]);
         free(rowb);
@@ -289,7 +293,7 @@ static void bench_router(int64_t n, int E, int k)
     int32_t *idx = dalloc(sizeof(int32_t) * (size_t)(n * k));
     struct router_ctx c = {{l, b, idx, w, n, E, k, 1, 2.5}};
     double us = time_us(run_router, &c);
-    int64_t nc = 64;
+    int64_t nc = n < 64 ? n : 64;
     float *lh = host_copy(l, sizeof(float) * (size_t)(nc * E)), *bh = host_copy(b, sizeof(float) * (size_t)E);
     int32_t *ih = malloc(sizeof(int32_t) * (size_t)(nc * k)), *ig = (int32_t *)host_copy(idx, sizeof(int32_t) * (size_t)(nc * k));
     float *wh = malloc(sizeof(float) * (size_t)(nc * k));
@@ -322,7 +326,7 @@ static void bench_attn_res(int64_t n, int64_t d, int n_cand, int fused)
     float *out = dalloc(sizeof(float) * (size_t)(n * d)), *normed = dalloc(sizeof(float) * (size_t)(n * d));
     struct ar_ctx c = {{{cand, n_cand, q, out, n, d, 1e-6}, nw, normed, 1e-6}, fused};
     double us = time_us(run_ar, &c);
-    int64_t nc = 4;
+    int64_t nc = n < 4 ? n : 4;
     float *ch[16], *qh = host_copy(q, sizeof(float) * (size_t)d);
     float *sc = calloc((size_t)(nc * d), sizeof(float));
     for (int j = 0; j < n_cand; j++) {
@@ -374,7 +378,7 @@ static void bench_conv(int64_t n, int64_t d)
     float *x = drand_f32(n * d, 1.0f), *w = drand_f32(d * 4, 1.0f), *y = dalloc(sizeof(float) * (size_t)(n * d));
     struct conv_ctx c = {{x, d, w, NULL, y, n, d, 4}};
     double us = time_us(run_conv, &c);
-    int64_t nc = 8;
+    int64_t nc = n < 8 ? n : 8;
     float *xh = host_copy(x, sizeof(float) * (size_t)(nc * d)), *wh = host_copy(w, sizeof(float) * (size_t)(d * 4));
     float *want = malloc(sizeof(float) * (size_t)(nc * d));
     cpu.ops->conv(&cpu, &(struct k3_conv_params){xh, d, wh, NULL, want, nc, d, 4});
@@ -413,6 +417,7 @@ int main(int argc, char **argv)
     size_t mark = k3_cuda_arena_mark(act);
     struct copy_ctx cc = {dalloc(1u << 30), dalloc(1u << 30), 1u << 30};
     K3_CHECK_CUDA(cudaMemset(cc.src, 1, cc.bytes));
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
     copy_gbs = 2.0 * (double)cc.bytes / time_us(run_copy, &cc) * 1e-3;
     k3_cuda_arena_reset(act, mark);
     int64_t G = 8192;

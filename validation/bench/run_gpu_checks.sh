@@ -15,11 +15,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 G=""; command -v ninja >/dev/null && G="-G Ninja"
 step configure cmake -S . -B build-gpu $G -DK3_CUDA=ON -DK3_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90
 step build cmake --build build-gpu -j"$(nproc)" --target test_cuda_ops test_comm_gpu k3_bench_cuda_ops test_comm
-step ctest_gpu ctest --test-dir build-gpu -L gpu -E '^cuda_ops$' --output-on-failure
+step ctest_gpu ctest --test-dir build-gpu -V -L gpu -E '^cuda_ops$'
 step ctest_comm ctest --test-dir build-gpu -R '^comm_np' --output-on-failure
 step cuda_ops build-gpu/tests/kernels/test_cuda_ops
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-step memcheck "$SAN" --tool memcheck --leak-check full --error-exitcode 9 build-gpu/tests/kernels/test_cuda_ops ops
 step bench build-gpu/kernels/cuda/k3_bench_cuda_ops
+step memcheck timeout "${MEMCHECK_TIMEOUT_S:-300}" "$SAN" --tool memcheck --leak-check full --error-exitcode 9 build-gpu/tests/kernels/test_cuda_ops ops
 echo "$fail failed step(s)" | tee -a "$OUT/steps.txt"
 exit $fail
