@@ -10,6 +10,10 @@
    float64) from the C dump `L{l}.attn_norm`, run through both FLA functions, and compared
    with the C dump `L{l}.kda.o` (tolerance 1e-4 of max|ref|).
 
+3. A checkpoint written by another tool: the tiny checkpoints re-written with the
+   `safetensors` package (its own header layout, tensor order reversed, three shards, a fresh
+   index) must give bitwise the same `k3 logits` as the original.
+
 Needs the heavy packages of torch-requirements.txt, in their own venv:
   python3 -m venv .venv-torch && .venv-torch/bin/pip install -r validation/reference/torch-requirements.txt
   .venv-torch/bin/python3 validation/reference/check_torch.py --k3 build/k3 --configs configs/models --work DIR
@@ -122,6 +126,41 @@ def check_fla(a):
     return n_fail
 
 
+def check_rewritten(a):
+    import json
+    from safetensors.torch import load_file, save_file  # torch: bf16 tensors (numpy has none)
+    n_fail = 0
+    print("# checkpoints re-written with the safetensors package (reversed order, 3 shards): k3 logits bitwise")
+    for model in ("k3-tiny", "kimi-linear-tiny"):
+        ck = gen(a.k3, a.configs, a.work, model, 1)
+        out = os.path.join(a.work, f"{model}-rewritten")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(ck, "model.safetensors.index.json")) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        tensors = {}
+        for fn in files:
+            tensors.update(load_file(os.path.join(ck, fn)))
+        names = sorted(tensors, reverse=True)
+        shards = [names[i::3] for i in range(3)]
+        weight_map = {}
+        for i, sh in enumerate(shards):
+            fn = f"model-{i + 1:05d}-of-00003.safetensors"
+            save_file({k: tensors[k] for k in sh}, os.path.join(out, fn), metadata={"format": "pt"})
+            weight_map.update({k: fn for k in sh})
+        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": int(sum(t.numel() * t.element_size() for t in tensors.values()))},
+                       "weight_map": weight_map}, f)
+        with open(os.path.join(ck, "config.json")) as f, open(os.path.join(out, "config.json"), "w") as g:
+            g.write(f.read())
+        ids = [int(t) for t in np.random.default_rng(3).integers(0, k3ref.Config(ck).vocab, 33)]
+        l0, _ = cmp.run_c(a.k3, ck, ids, a.work, dump=None)
+        l1, _ = cmp.run_c(a.k3, out, ids, a.work, dump=None)
+        same = np.array_equal(l0, l1)
+        n_fail += not same
+        print(f"  {model:18s} {len(tensors)} tensors: {'bitwise equal' if same else 'DIFFER'}")
+    return n_fail
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--k3", required=True)
@@ -129,7 +168,7 @@ def main():
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    n_fail = check_fla(a) + check_transformers(a)
+    n_fail = check_rewritten(a) + check_fla(a) + check_transformers(a)
     print(f"{'all checks passed' if not n_fail else f'{n_fail} checks failed'}")
     return 1 if n_fail else 0
 
