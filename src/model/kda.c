@@ -38,6 +38,9 @@ void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const floa
     ln.x = ln.y = k;
     ln.scale = 1;
     ops->l2norm(f->be, &ln);
+    fwd_dump(f, q, n, HK, "L%d.kda.q", l);
+    fwd_dump(f, k, n, HK, "L%d.kda.k", l);
+    fwd_dump(f, v, n, HK, "L%d.kda.v", l);
 
     /* [n, H·K] log decay g from the low-rank f_b(f_a(x)). */
     float *fa = fwd_take(f, n * w->f_a.rows), *fb = fwd_take(f, n * HK), *g = fwd_take(f, n * HK);
@@ -49,12 +52,14 @@ void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const floa
                                                                           : K3_KDA_GATE_SOFTPLUS,
                                     .lower_bound = cfg->kda_gate_lower_bound};
     ops->kda_gate(f->be, &gp);
+    fwd_dump(f, g, n, HK, "L%d.kda.g", l);
 
     /* [n, H] β = sigmoid(b_proj x). */
     float *beta = fwd_take(f, n * H);
     fwd_linear(f, &w->b, xn, n, beta);
     struct k3_ew_params sg = {.op = K3_EW_SIGMOID, .a = beta, .lda = H, .y = beta, .ldy = H, .n = n, .m = H};
     ops->ew(f->be, &sg);
+    fwd_dump(f, beta, n, H, "L%d.kda.beta", l);
 
     /* [n, H, K] delta rule on the sequence's state. */
     float *o = fwd_take(f, n * HK);

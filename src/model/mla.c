@@ -56,12 +56,14 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
     } else {
         fwd_linear(f, &w->q, xn, n, q);
     }
+    fwd_dump(f, q, n, H * dq, "L%d.mla.q", l);
     /* [n, r + dr] latent rows: c_kv normalised in place, written to the cache at pos0. */
     float *kva = fwd_take(f, n * lat);
     fwd_linear(f, &w->kv_a, xn, n, kva);
     struct k3_rmsnorm_params rn = {.x = kva, .ldx = lat, .w = w->kv_a_norm, .y = kva, .ldy = lat,
                                    .n_rows = n, .d = r, .eps = 1e-6};
     ops->rmsnorm(f->be, &rn);
+    fwd_dump(f, kva, n, lat, "L%d.mla.latent", l);
     memcpy(c->mla_latent + pos0 * lat, kva, sizeof(float) * (size_t)(n * lat));
     const float *cache = c->mla_latent;
 

@@ -57,11 +57,13 @@ void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *o
         float *zl = fwd_take(f, n * lw);
         fwd_linear(f, &w->latent_down, xn, n, zl);
         z = zl;
+        fwd_dump(f, zl, n, lw, "L%d.moe.latent_in", l);
     }
     struct k3_moe_params mp = {.x = z, .y = yl, .idx = idx, .w = wts, .n = n, .k = k, .n_expert = E,
                                .w1 = w->w1, .w3 = w->w3, .w2 = w->w2, .act = glu_act(cfg),
                                .beta = cfg->situ_beta, .beta_lin = cfg->situ_linear_beta};
     ops->moe(f->be, &mp);
+    fwd_dump(f, yl, n, lw, "L%d.moe.routed", l);
     if (w->latent_down.data) {
         /* RMSNorm of the latent combine (scale-invariant output), then up to d. */
         if (w->latent_norm) fwd_rmsnorm(f, yl, w->latent_norm, n, lw, cfg->rms_norm_eps, yl);

@@ -14,8 +14,15 @@ Named intermediates (the same names as `k3 logits --dump`), each [n_tokens, widt
   L{l}.attn_in                input of the attention sub-layer (after the AttnRes mix for K3;
                               the residual stream for Kimi Linear)
   L{l}.attn_norm              input_layernorm output
+  L{l}.kda.q, .k, .v          [n, H*K] after conv + SiLU and L2 norm (q also scaled by K^-1/2)
+  L{l}.kda.g, L{l}.kda.beta   log decay [n, H*K], beta [n, H] (after the sigmoid)
+  L{l}.mla.q                  [n, H*(dn+dr)] queries
+  L{l}.mla.latent             [n, r+dr] the latent cache rows: RMSNorm(c_kv) | k_pe
   L{l}.kda.o / L{l}.mla.o     core output per head, concatenated [n, H*dv], before the output
                               gate/norm and o_proj
+  L{l}.moe.latent_in          [n, l] latent down-projection (K3)
+  L{l}.moe.routed             [n, l or d] weighted sum of the routed experts (before the latent
+                              norm / up-projection and before the shared experts)
   L{l}.attn_out               o_proj output
   L{l}.mlp_in                 input of the MLP sub-layer (after the AttnRes mix / residual add)
   L{l}.mlp_norm               post_attention_layernorm output
@@ -236,6 +243,9 @@ def kda(cfg, ck, pre, x, dump, tag):
     lin = lambda nm: ck.linear(pre + nm)
     q, k, v, g, beta = kda_inputs(cfg, ck, pre, x)
     q = q * K ** -0.5
+    for nm, a in (("q", q), ("k", k), ("v", v), ("g", g)):
+        dump(f"{tag}.kda.{nm}", a.reshape(n, H * K))
+    dump(tag + ".kda.beta", beta)
     S = np.zeros((H, K, K))                                  # [H, K(key), V(value)]
     o = np.zeros((n, H, K))
     for t in range(n):
@@ -261,10 +271,12 @@ def mla(cfg, ck, pre, x, dump, tag):
         q = rmsnorm(x @ lin("q_a_proj").T, ck.get(pre + "q_a_layernorm.weight"), 1e-6) @ lin("q_b_proj").T
     else:
         q = x @ lin("q_proj").T
+    dump(tag + ".mla.q", q)
     q = q.reshape(n, H, dn + dr)
     kva = x @ lin("kv_a_proj_with_mqa").T
     c_kv = rmsnorm(kva[:, :r], ck.get(pre + "kv_a_layernorm.weight"), 1e-6)
     k_pe = kva[:, r:]                                        # [n, dr], shared by all heads
+    dump(tag + ".mla.latent", np.concatenate([c_kv, k_pe], axis=1))
     kv = (c_kv @ lin("kv_b_proj").T).reshape(n, H, dn + dv)
     k_nope, v = kv[:, :, :dn], kv[:, :, dn:]
     s = (np.einsum("ihc,jhc->hij", q[:, :, :dn], k_nope) +
@@ -279,7 +291,7 @@ def mla(cfg, ck, pre, x, dump, tag):
     return o @ lin("o_proj").T
 
 
-def moe(cfg, ck, pre, x):
+def moe(cfg, ck, pre, x, dump, tag):
     """Router + routed experts (+ K3 latent projections and norm) + shared experts (§2.5, §4.2)."""
     n = x.shape[0]
     s = sigmoid(x @ ck.linear(pre + "gate").T)               # [n, E]
@@ -291,12 +303,15 @@ def moe(cfg, ck, pre, x):
         w = w / (w.sum(axis=-1, keepdims=True) + 1e-20)
     w = w * cfg.rsf
     z = x @ ck.linear(pre + "routed_expert_down_proj").T if cfg.latent else x
+    if cfg.latent:
+        dump(tag + ".moe.latent_in", z)
     y = np.zeros_like(z)
     for e in np.unique(idx):
         rows, slot = np.nonzero(idx == e)
         ep = f"{pre}experts.{e}."
         out = mlp(cfg, z[rows], ck.linear(ep + "w1"), ck.linear(ep + "w3"), ck.linear(ep + "w2"))
         y[rows] += w[rows, slot][:, None] * out
+    dump(tag + ".moe.routed", y)
     if cfg.latent:
         if cfg.latent_norm:
             y = rmsnorm(y, ck.get(pre + "routed_expert_norm.weight"), cfg.eps)
@@ -366,7 +381,7 @@ def forward(path, ids, want=None):
         xn = rmsnorm(m_in, ck.get(pre + "post_attention_layernorm.weight"), cfg.eps)
         dump(tag + ".mlp_norm", xn)
         if l >= cfg.first_dense and l % cfg.moe_freq == 0:
-            m = moe(cfg, ck, pre + "block_sparse_moe.", xn)
+            m = moe(cfg, ck, pre + "block_sparse_moe.", xn, dump, tag)
         else:
             mp = pre + "mlp."
             m = mlp(cfg, xn, ck.linear(mp + "gate_proj"), ck.linear(mp + "up_proj"), ck.linear(mp + "down_proj"))
