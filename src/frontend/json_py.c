@@ -151,7 +151,7 @@ void k3_json_py_dump(const json_t *v, int flags, struct k3_sbuf *out)
             kvs[i] = (struct kv){key, json_object_iter_key_len(iter), val};
         }
         n = i;
-        if (flags & K3_JSON_PY_SORT_KEYS) qsort(kvs, n, sizeof *kvs, kv_cmp);
+        if ((flags & K3_JSON_PY_SORT_KEYS) && n > 1) qsort(kvs, n, sizeof *kvs, kv_cmp);
         k3_sbuf_addc(out, '{');
         for (i = 0; i < n; i++) {
             if (i) k3_sbuf_adds(out, item_sep);

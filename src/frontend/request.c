@@ -20,9 +20,21 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "frontend/json_py.h"
 
 static int fail(struct k3_api_err *e, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Cuts a trailing incomplete UTF-8 sequence (snprintf truncation can split one). */
+static void utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xc0) == 0x80 && n - i < 3) i--;
+    if (i == 0 || (unsigned char)s[i - 1] < 0xc0) return;  /* ends in ASCII or continuation */
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (n - (i - 1) < want) s[i - 1] = 0;
+}
 
 static int fail(struct k3_api_err *e, const char *param, const char *fmt, ...)
 {
@@ -33,6 +45,8 @@ static int fail(struct k3_api_err *e, const char *param, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    utf8_trim(e->param);
+    utf8_trim(e->message);
     return -1;
 }
 
@@ -574,11 +588,17 @@ int k3_chat_req_render(const struct k3_chat_req *r, struct k3_chat_prompt *p,
 
 char *k3_api_err_json(const struct k3_api_err *e)
 {
-    json_t *o = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", e->message, "type",
-                          e->type[0] ? e->type : "invalid_request_error", "param",
-                          e->param[0] ? e->param : NULL, "code");
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!s) K3_FATAL("out of memory formatting an error");
-    return s;
+    /* written by hand: jansson refuses strings that are not UTF-8, and an error reply
+     * must never fail */
+    struct k3_sbuf b = {0};
+    k3_sbuf_adds(&b, "{\"error\":{\"message\":");
+    k3_json_py_string(e->message, strlen(e->message), &b);
+    k3_sbuf_adds(&b, ",\"type\":");
+    const char *type = e->type[0] ? e->type : "invalid_request_error";
+    k3_json_py_string(type, strlen(type), &b);
+    k3_sbuf_adds(&b, ",\"param\":");
+    if (e->param[0]) k3_json_py_string(e->param, strlen(e->param), &b);
+    else k3_sbuf_adds(&b, "null");
+    k3_sbuf_adds(&b, ",\"code\":null}}");
+    return k3_sbuf_take(&b);
 }

@@ -267,6 +267,14 @@ static void test_messages(void)
     deep[k] = 0;
     rejects("deep nesting", deep, "");
     rejects("huge integer", "{\"messages\": [" USER "], \"n\": 99999999999999999999999}", "");
+    /* an error message cut inside a UTF-8 sequence still gives a valid JSON error object
+     * (found by fuzz_request: the error writer refused the half character) */
+    struct k3_sbuf big = {0};
+    k3_sbuf_adds(&big, "{\"messages\": [{\"role\": \"x");
+    for (int i = 0; i < 1000; i++) k3_sbuf_adds(&big, "\xc3\xa9");
+    k3_sbuf_adds(&big, "\", \"content\": \"c\"}]}");
+    rejects("long non-ASCII role", big.p, "messages[0].role");
+    k3_sbuf_free(&big);
     const char nul[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}";
     accepts("NUL inside content", nul);
 }
