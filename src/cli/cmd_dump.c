@@ -21,8 +21,9 @@
  * group's leader holds its hidden states and hands them to the writer). The
  * tp > 1 layout needs the distributed forward pass; the writer already takes
  * rows from whichever ranks hold them. Samples are processed in rounds of at
- * least `round_tokens` tokens (the same cut on every rank), and every round
- * ends with a collective flush, which is also the resume granularity. */
+ * least scheduler.max_batch_tokens × adp tokens (the same cut on every rank),
+ * and every round ends with a collective flush, which is also the resume
+ * granularity (the journal advances once per round). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,7 +479,7 @@ int k3_cmd_dump(struct k3_cli *cli)
     cap.w = w;
 
     /* Rounds of at least round_tokens tokens; a collective flush after each. */
-    int64_t round_tokens = dp->dump.chunk_tokens > 16384 ? dp->dump.chunk_tokens : 16384;
+    int64_t round_tokens = (int64_t)dp->scheduler.max_batch_tokens * groups.adp;
     double t0 = now_s();
     struct k3_h5_dump_stats st0;
     k3_h5_dump_stats(w, &st0);

@@ -478,12 +478,14 @@ static int check_complete_file(struct k3_h5_dump *w, struct k3_err *err)
 
 /* ------------------------------------------------------------------- open */
 
-static uint64_t identity_of(const struct k3_h5_dump_opts *o, const struct k3_h5_dump_input *in)
+/* Per-rank files depend on the number of ranks (the chunk -> file map); the
+ * shared file does not, so it can be resumed with another rank count. */
+static uint64_t identity_of(const struct k3_h5_dump_opts *o, const struct k3_h5_dump_input *in, int world)
 {
     uint64_t h = K3_FNV1A64_INIT;
     char buf[256];
     int n = snprintf(buf, sizeof buf, "%s|%d|%lld|%d|%lld|%d|%lld|", DUMP_FORMAT, (int)o->dtype,
-                     (long long)o->hidden, o->per_rank_files, (long long)o->chunk_tokens, o->n_datasets,
+                     (long long)o->hidden, o->per_rank_files ? world : 0, (long long)o->chunk_tokens, o->n_datasets,
                      (long long)in->n_samples);
     h = k3_fnv1a64(buf, (size_t)n, h);
     for (int i = 0; i < o->n_datasets; i++) h = k3_fnv1a64(o->datasets[i], strlen(o->datasets[i]) + 1, h);
@@ -537,7 +539,7 @@ int k3_h5_dump_open(struct k3_h5_dump **out, const struct k3_h5_dump_opts *opts,
     w->C = min64(opts->chunk_tokens, w->N);
     w->elem_bytes = opts->dtype == K3_H5_DUMP_F32 ? 4 : 2;
     w->row_bytes = w->elem_bytes * (size_t)w->D;
-    w->identity = identity_of(opts, in);
+    w->identity = identity_of(opts, in, w->world);
     w->path = strdup(opts->path);
     w->journal = malloc(strlen(opts->path) + 16);
     K3_CHECK(w->path && w->journal, "out of memory");
