@@ -31,10 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct k3_chat_prompt p;
     if (k3_chat_req_render(&req, &p, &e) == 0) {
-        struct k3_tok_ids ids = {0};
-        size_t n_prompt = k3_chat_prompt_encode(tok, &p, &ids);
-        if (n_prompt > ids.n || n_prompt + 3 != ids.n) __builtin_trap();  /* stub is 3 ids */
-        k3_tok_ids_free(&ids);
+        /* tokenizing is most of the time and is fuzzed on its own (tests/tokenizer): one
+         * input in eight goes through it here */
+        if (size % 8 == 0) {
+            struct k3_tok_ids ids = {0};
+            size_t n_prompt = k3_chat_prompt_encode(tok, &p, &ids);
+            if (n_prompt + 3 != ids.n) __builtin_trap();  /* the stub is 3 ids */
+            k3_tok_ids_free(&ids);
+        }
         k3_chat_prompt_free(&p);
     } else {
         if (e.status != 400) __builtin_trap();
