@@ -24,7 +24,7 @@ static size_t bpe_short(const struct k3_tok *t, const uint8_t *s, size_t n, int3
     uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
     size_t m = n;
     for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rk[i] = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+    for (size_t i = 0; i + 1 < n; i++) rk[i] = t->byte_pairs[s[i] << 8 | s[i + 1]];
     while (m > 1) {
         uint32_t best = K3_TOK_NONE;
         size_t bi = 0;
@@ -114,20 +114,67 @@ static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32
     return m;
 }
 
-size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
 {
-    if (n == 1) {
-        out[0] = (int32_t)t->byte_rank[s[0]];
-        return 1;
-    }
+    /* About one entry per 8 bytes of text, 256 .. 16384 entries of 32 B (at most 512 KiB,
+     * calloc'ed: untouched entries cost no page faults). */
+    size_t n = 256;
+    while (n < 16384 && n * 8 < text_bytes) n *= 2;
+    c->e = calloc(n, sizeof *c->e);
+    K3_CHECK(c->e, "out of memory");
+    c->mask = (uint32_t)n - 1;
+}
+
+void k3_bpe_cache_free(struct k3_bpe_cache *c)
+{
+    free(c->e);
+    c->e = NULL;
+}
+
+/* Whole-token lookup, then the merge. h is the piece hash (valid when n fits a token). */
+static size_t bpe_uncached(const struct k3_tok *t, const uint8_t *s, size_t n, uint64_t w0,
+                           uint64_t h, int32_t *out)
+{
     if (n <= (size_t)t->max_token_bytes) {
-        uint32_t r = k3_tok_piece_rank(t, s, n);
+        uint32_t r = k3_tok_piece_rank_h(t, s, n, w0, h);
         if (r != K3_TOK_NONE) {
             out[0] = (int32_t)r;
             return 1;
         }
     }
     return n <= BPE_SHORT ? bpe_short(t, s, n, out) : bpe_long(t, s, n, out);
+}
+
+size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                    struct k3_bpe_cache *cache, int32_t *out)
+{
+    if (n == 1) {
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        return 1;
+    }
+    uint64_t w0 = k3_tok_word(s, n, avail);
+    if (n > K3_PIECE_CACHE_BYTES || !cache) {
+        uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
+        return bpe_uncached(t, s, n, w0, h, out);
+    }
+    uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
+    uint64_t h = k3_piece_hash(w0, s, n, avail);
+    struct k3_piece_cache_entry *e = &cache->e[(h >> 20) & cache->mask];
+    if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
+        for (int i = 0; i < K3_PIECE_CACHE_IDS; i++) out[i] = e->ids[i]; /* out has n + 4 */
+        return e->n_ids;
+    }
+    int32_t tmp[K3_PIECE_CACHE_BYTES];
+    size_t m = bpe_uncached(t, s, n, w0, h, tmp);
+    memcpy(out, tmp, m * sizeof(int32_t));
+    if (m <= K3_PIECE_CACHE_IDS) {
+        e->w0 = w0;
+        e->w1 = w1;
+        e->len = (uint16_t)n;
+        e->n_ids = (uint16_t)m;
+        memcpy(e->ids, tmp, sizeof e->ids);
+    }
+    return m;
 }
 
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)

@@ -23,6 +23,8 @@
 #include "frontend/tok_internal.h"
 #include "frontend/unicode.h"
 
+#include <string.h>
+
 #include "core/log.h"
 
 /* ASCII flags (the same bits as the Unicode table), filled by the rules above. */
@@ -127,8 +129,62 @@ static size_t alt_upper(const uint8_t *s, size_t q, size_t n)
     return contraction(s, run_of(s, r, n, K3_UC_LO), n);
 }
 
+/* ---- ASCII fast path ------------------------------------------------------------------
+ * Most pieces of ordinary text are ASCII words with an optional leading space, or short
+ * ASCII digit runs. For those the alternatives reduce to: [prefix] UPPER* lower* [C], where
+ * the prefix is one byte (not CR/LF, not a letter or digit). The fast path takes only cases
+ * whose end is decided by ASCII bytes; anything touching a byte >= 0x80 goes to the general
+ * scanner, which is the definition. */
+
+/* End of the run of bytes in [lo, hi] from q, 8 bytes at a time. */
+static inline size_t ascii_range_run(const uint8_t *s, size_t q, size_t n, uint8_t lo, uint8_t hi)
+{
+#if K3_TOK_LE
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    while (q + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + q, 8);
+        /* per byte (all < 0x80 required): x >= lo and x <= hi, as the high bit of a sum */
+        uint64_t ge = w + ones * (0x80 - lo), gt = w + ones * (0x7F - hi);
+        uint64_t in = ge & ~gt & ~w & high;
+        if (in != high) return q + (size_t)(__builtin_ctzll(~in & high) >> 3);
+        q += 8;
+    }
+#endif
+    while (q < n && s[q] >= lo && s[q] <= hi) q++;
+    return q;
+}
+
+/* The piece at p if the fast path decides it, else 0. */
+static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
+{
+    uint8_t c = s[p];
+    size_t q = p;
+    if (c >= '0' && c <= '9') { /* \p{N}{1,3}: ASCII digits, unless a non-ASCII N could follow */
+        size_t r = p + 1;
+        while (r < n && r < p + 3 && s[r] >= '0' && s[r] <= '9') r++;
+        if (r < n && r < p + 3 && s[r] >= 0x80) return 0;
+        return r;
+    }
+    if (!((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) {
+        /* a one-byte prefix: ASCII, not CR/LF, not alphanumeric; a letter must follow */
+        if (c >= 0x80 || c == '\r' || c == '\n' || p + 1 >= n) return 0;
+        q = p + 1;
+        if (!((s[q] | 0x20) >= 'a' && (s[q] | 0x20) <= 'z')) return 0;
+    }
+    size_t r = ascii_range_run(s, q, n, 'A', 'Z');
+    r = ascii_range_run(s, r, n, 'a', 'z');
+    if (r < n) {
+        if (s[r] >= 0x80) return 0; /* a non-ASCII letter or mark may continue the word */
+        if (s[r] == '\'') return contraction(s, r, n);
+    }
+    return r;
+}
+
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n)
 {
+    size_t fast = ascii_piece(s, p, n);
+    if (fast) return fast;
     int len;
     unsigned f = char_at(s, p, &len);
     size_t q = p + (size_t)len, e;

@@ -7,7 +7,8 @@
  *     token, found at load time by splitting every token at every byte. BPE merges look
  *     pairs up by two integers instead of hashing byte strings (tiktoken's approach). It is
  *     exact: the parts of a piece during BPE are always tokens, so the concatenation rank
- *     tiktoken looks up is exactly this pair's entry. */
+ *     tiktoken looks up is exactly this pair's entry. Pairs of single bytes also have a
+ *     direct 256 x 256 table (the first round of every merge, L2-resident). */
 #ifndef K3_FRONTEND_TOK_INTERNAL_H
 #define K3_FRONTEND_TOK_INTERNAL_H
 
@@ -18,6 +19,15 @@
 
 #define K3_TOK_NONE 0xFFFFFFFFu  /* "no such rank" in the tables */
 
+/* Whole-token lookup slot: the first 8 bytes inline, so a hit on a token of up to 8 bytes
+ * (most pieces) touches one cache line. */
+struct k3_tok_slot {
+    uint64_t w0;       /* first min(len, 8) bytes, little-endian, zero-padded */
+    uint32_t rank1;    /* rank + 1; 0 = empty */
+    uint16_t len;
+    uint16_t tag;      /* 16 more bits of the hash */
+};
+
 struct k3_tok {
     int n_ranks;                 /* BPE ranks; ids n_ranks.. are the specials */
     int n_vocab;
@@ -26,85 +36,131 @@ struct k3_tok {
     uint8_t special_flag[K3_TOK_N_SPECIAL];
     int max_token_bytes;
 
-    uint64_t *piece_slots;       /* (hash32 << 32) | (rank + 1); 0 = empty */
+    struct k3_tok_slot *pieces;  /* bytes -> rank */
     uint32_t piece_mask;
 
-    uint64_t *pair_keys;         /* (a << 32) | b; UINT64_MAX = empty */
-    uint32_t *pair_vals;
+    uint64_t *pairs;             /* a << 40 | b << 20 | rank(a+b); UINT64_MAX = empty */
     uint32_t pair_mask;
+    uint32_t *byte_pairs;        /* [65536] rank of the 2-byte string x y, or NONE */
 
     uint32_t byte_rank[256];
 
     /* Specials by name: all start with '<' or '[' and end at the first '>' or ']'
      * (checked at load), so a candidate is found by one hash probe. */
-    uint64_t *spec_slots;        /* same layout as piece_slots, id - n_ranks + 1 */
+    uint64_t *spec_slots;        /* (hash32 << 32) | (id - n_ranks + 1); 0 = empty */
     uint32_t spec_mask;
     int max_special_bytes;
 };
 
+/* Hash of a short name (specials). */
 static inline uint64_t k3_tok_hash(const uint8_t *s, size_t n)
 {
-    const uint64_t m = 0x9E3779B97F4A7C15ull;
-    uint64_t h = (uint64_t)n * m;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * m;
-        h ^= h >> 31;
-        s += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t w = 0;
-        if (n >= 4) {
-            uint32_t a, b;
-            memcpy(&a, s, 4);
-            memcpy(&b, s + n - 4, 4);
-            w = ((uint64_t)b << 32) | a;
-        } else {
-            w = (uint64_t)s[0] | ((uint64_t)s[n / 2] << 8) | ((uint64_t)s[n - 1] << 16);
-        }
-        h = (h ^ w) * m;
-    }
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull;
     return h ^ (h >> 32);
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define K3_TOK_LE 1
+#else
+#define K3_TOK_LE 0
+#endif
+
+/* The 8-byte word of s[0..min(n, 8)), zero-padded; avail = bytes readable at s (>= n). */
+static inline uint64_t k3_tok_word(const uint8_t *s, size_t n, size_t avail)
+{
+    uint64_t w = 0;
+    if (K3_TOK_LE && avail >= 8) {
+        memcpy(&w, s, 8);
+        if (n < 8) w &= (1ull << (8 * n)) - 1;
+        return w;
+    }
+    for (size_t i = 0; i < n && i < 8; i++) w |= (uint64_t)s[i] << (8 * i);
+    return w;
+}
+
+static inline uint64_t k3_tok_mix(uint64_t h)
+{
+    h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    return h ^ (h >> 32);
+}
+
+/* Hash of a piece whose first word is w0. */
+static inline uint64_t k3_piece_hash(uint64_t w0, const uint8_t *s, size_t n, size_t avail)
+{
+    uint64_t h = (w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull;
+    for (size_t i = 8; i < n; i += 8) {
+        h ^= k3_tok_word(s + i, n - i, avail - i);
+        h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+    }
+    return k3_tok_mix(h);
+}
+
+static inline uint32_t k3_tok_piece_rank_h(const struct k3_tok *t, const uint8_t *s, size_t n,
+                                           uint64_t w0, uint64_t h)
+{
+    uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
+    uint16_t tag = (uint16_t)h;
+    for (;;) {
+        const struct k3_tok_slot *e = &t->pieces[i];
+        if (!e->rank1) return K3_TOK_NONE;
+        if (e->w0 == w0 && e->len == n && e->tag == tag &&
+            (n <= 8 || !memcmp(t->bytes + t->off[e->rank1 - 1] + 8, s + 8, n - 8)))
+            return e->rank1 - 1;
+        i = (i + 1) & t->piece_mask;
+    }
 }
 
 /* Rank of the byte string s[0..n) or K3_TOK_NONE. */
 static inline uint32_t k3_tok_piece_rank(const struct k3_tok *t, const uint8_t *s, size_t n)
 {
-    uint64_t h = k3_tok_hash(s, n);
-    uint32_t tag = (uint32_t)h, i = (uint32_t)(h >> 32) & t->piece_mask;
-    for (;;) {
-        uint64_t e = t->piece_slots[i];
-        if (!e) return K3_TOK_NONE;
-        if ((uint32_t)(e >> 32) == tag) {
-            uint32_t r = (uint32_t)e - 1;
-            if (t->off[r + 1] - t->off[r] == n && !memcmp(t->bytes + t->off[r], s, n)) return r;
-        }
-        i = (i + 1) & t->piece_mask;
-    }
+    if (n > (size_t)t->max_token_bytes) return K3_TOK_NONE;
+    uint64_t w0 = k3_tok_word(s, n, n);
+    return k3_tok_piece_rank_h(t, s, n, w0, k3_piece_hash(w0, s, n, n));
 }
 
 static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint32_t b)
 {
-    uint64_t key = ((uint64_t)a << 32) | b;
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    uint32_t i = (uint32_t)(h >> 40) & t->pair_mask;
+    uint64_t key = (uint64_t)a << 20 | b;
+    uint32_t i = (uint32_t)(k3_tok_mix(key * 0x9E3779B97F4A7C15ull)) & t->pair_mask;
     for (;;) {
-        uint64_t k = t->pair_keys[i];
-        if (k == key) return t->pair_vals[i];
-        if (k == UINT64_MAX) return K3_TOK_NONE;
+        uint64_t e = t->pairs[i];
+        if (e >> 20 == key) return (uint32_t)e & 0xFFFFF;
+        if (e == UINT64_MAX) return K3_TOK_NONE;
         i = (i + 1) & t->pair_mask;
     }
 }
 
+/* A per-encode cache of piece -> ids for pieces of 2..16 bytes with at most 3 ids (nearly
+ * every piece of ordinary text: words repeat). It holds whole-token hits too, because a
+ * hit here touches one line of a table sized to stay in L2, where the vocabulary hash and
+ * the pair table do not fit. Direct-mapped, keyed by the piece's two zero-padded words and
+ * its length, which determine a piece of up to 16 bytes exactly. Each encode call (each
+ * worker) has its own, so a request's latency never depends on earlier requests. */
+#define K3_PIECE_CACHE_BYTES 16
+#define K3_PIECE_CACHE_IDS 3
+struct k3_piece_cache_entry {
+    uint64_t w0, w1;
+    uint16_t len;      /* 0 = empty */
+    uint16_t n_ids;
+    int32_t ids[K3_PIECE_CACHE_IDS];
+};
+
+struct k3_bpe_cache {
+    struct k3_piece_cache_entry *e;
+    uint32_t mask;
+};
+
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
 
-/* bpe.c: appends the ids of one piece; out must have room for n ids. Returns the count. */
-size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
+/* bpe.c: appends the ids of one piece; out must have room for n + 4 ids. Returns the count.
+ * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */
+size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                    struct k3_bpe_cache *cache, int32_t *out);
+void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
+void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 

@@ -126,13 +126,15 @@ void k3_tok_ids_free(struct k3_tok_ids *v)
 
 /* ---- ordinary text ------------------------------------------------------------------ */
 
-static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, struct k3_tok_ids *out)
+/* s[0..n) is one ordinary segment; end is the end of the readable buffer (>= s + n). */
+static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
+                            struct k3_bpe_cache *cache, struct k3_tok_ids *out)
 {
     size_t p = 0;
     while (p < n) {
         size_t e = k3_pretok_next(s, p, n);
-        ids_reserve(out, e - p);
-        out->n += k3_bpe_piece(t, s + p, e - p, out->ids + out->n);
+        ids_reserve(out, e - p + 4);
+        out->n += k3_bpe_piece(t, s + p, e - p, (size_t)(end - (s + p)), cache, out->ids + out->n);
         p = e;
     }
 }
@@ -199,30 +201,80 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
     return (k3_uc_flags(k3_utf8_decode(s + i, len)) & K3_UC_PYSPACE) != 0;
 }
 
+/* Per byte of w: 0x80 where the byte is an ASCII isspace() (0x09-0x0D, 0x1C-0x20), for bytes
+ * < 0x80 (callers check that first). */
+static inline uint64_t swar_ascii_space(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t a = (w + ones * (0x80 - 0x09)) & ~(w + ones * (0x7F - 0x0D));
+    uint64_t b = (w + ones * (0x80 - 0x1C)) & ~(w + ones * (0x7F - 0x20));
+    return (a | b) & high;
+}
+
+/* Per byte: 0x80 where w's byte is a lead byte of a code point that can be isspace()
+ * (U+0085, U+00A0: C2; U+1680: E1; U+2000..U+205F: E2; U+3000: E3). Carry-free: every sum
+ * is of 7-bit values. */
+static inline uint64_t swar_space_lead(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull,
+                   low7 = 0x7F7F7F7F7F7F7F7Full;
+    uint64_t x = w ^ (ones * 0xC2); /* C2 -> 00 */
+    uint64_t is_c2 = ~(((x & low7) + low7) | x) & high;
+    uint64_t y = w ^ (ones * 0xE0); /* E1..E3 -> 01..03 */
+    uint64_t ylo = y & low7;
+    uint64_t ge1 = (ylo + low7) & high, le3 = ~(ylo + ones * 0x7C) & high;
+    return is_c2 | (ge1 & le3 & ~y);
+}
+
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
- * isspace / non-isspace code points is longer than 25,000. */
+ * isspace / non-isspace code points is longer than 25,000. Blocks of 8 bytes go at once when
+ * they cannot contain a cut: pure ASCII (the run at the block's end is its trailing
+ * same-class bytes), or free of any byte that can start a space. */
 static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3_tok_mode mode,
                      struct seg_sink *k)
 {
     size_t i = 0;
     while (i < n) {
-        size_t slice_start = i, sub_start = i, n_chars = 0, run = 0;
+        size_t sub_start = i, n_chars = 0, run = 0;
         int run_space = -1;
         while (i < n && n_chars < K3_TOK_MAX_SLICE_CHARS) {
-            /* ASCII non-space bytes in bulk: same class, one char per byte. */
-            if (run_space == 0 && i + 8 <= n) {
+#if K3_TOK_LE
+            if (i + 8 <= n && n_chars + 8 <= K3_TOK_MAX_SLICE_CHARS && run + 8 <= K3_TOK_MAX_RUN_CHARS) {
                 uint64_t w;
                 memcpy(&w, s + i, 8);
-                /* no byte >= 0x80 and none <= 0x20 (all spaces are 0x09-0x0D, 0x1C-0x20) */
-                uint64_t le20 = (w - 0x2121212121212121ull) & ~w;
-                if (!((w | le20) & 0x8080808080808080ull) && n_chars + 8 <= K3_TOK_MAX_SLICE_CHARS &&
-                    run + 8 <= K3_TOK_MAX_RUN_CHARS) {
+                const uint64_t high = 0x8080808080808080ull;
+                if (!(w & high)) { /* ASCII: 8 chars */
+                    uint64_t sp = swar_ascii_space(w);
+                    int last = (int)(sp >> 63);
+                    if (sp == 0 || sp == high) {
+                        run = last == run_space ? run + 8 : 8;
+                    } else {
+                        /* trailing bytes of the last byte's class */
+                        uint64_t same = last ? sp : ~sp & high;
+                        uint64_t diff = ~same & high;
+                        run = (size_t)(__builtin_clzll(diff) >> 3);
+                    }
+                    run_space = last;
                     i += 8;
                     n_chars += 8;
-                    run += 8;
+                    continue;
+                }
+                if (run_space != 1 && !swar_ascii_space(w & ~(((w & high) >> 7) * 0xFF)) &&
+                    !swar_space_lead(w)) {
+                    /* no space can start in these 8 bytes: all non-space, one char per
+                     * non-continuation byte (a char begun before was already classified) */
+                    uint64_t cont = w & ~(w << 1) & high; /* 10xxxxxx */
+                    size_t chars = 8 - (size_t)__builtin_popcountll(cont);
+                    if (chars && run_space == -1) run_space = 0;
+                    run += chars;
+                    n_chars += chars;
+                    i += 8;
+                    /* finish a code point cut by the block's end, so i stays on a boundary */
+                    while (i < n && (s[i] & 0xC0) == 0x80) i++;
                     continue;
                 }
             }
+#endif
             int len;
             int sp = py_isspace(s, i, &len);
             if (sp != run_space) {
@@ -236,7 +288,6 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
             i += (size_t)len;
             n_chars++;
         }
-        (void)slice_start;
         substring(t, s, sub_start, i, mode, k);
     }
 }
@@ -246,14 +297,15 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
 struct st_sink {
     struct seg_sink k;
     const struct k3_tok *t;
-    const uint8_t *s;
+    const uint8_t *s, *end;
+    struct k3_bpe_cache cache;
     struct k3_tok_ids *out;
 };
 
 static void st_text(struct seg_sink *k, size_t a, size_t b)
 {
     struct st_sink *c = (struct st_sink *)k;
-    encode_ordinary(c->t, c->s + a, b - a, c->out);
+    encode_ordinary(c->t, c->s + a, b - a, c->end, &c->cache, c->out);
 }
 
 static void st_special(struct seg_sink *k, int32_t id)
@@ -274,8 +326,9 @@ struct mt_item {
 struct mt_sink {
     struct seg_sink k;
     const struct k3_tok *t;
-    const uint8_t *s;
+    const uint8_t *s, *end;
     size_t chunk;       /* target chunk bytes */
+    int n_threads;
     struct mt_item *items;
     size_t n_items, cap;
     atomic_size_t next; /* next item to encode */
@@ -338,13 +391,16 @@ static void mt_special(struct seg_sink *k, int32_t id)
 static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct mt_sink *c = ctx;
+    struct k3_bpe_cache cache;
+    k3_bpe_cache_init(&cache, (size_t)(c->end - c->s) / (size_t)c->n_threads);
     for (;;) {
         size_t i = atomic_fetch_add(&c->next, 1);
         if (i >= c->n_items) break;
         struct mt_item *it = &c->items[i];
         if (it->special >= 0) continue;
-        encode_ordinary(c->t, c->s + it->a, it->b - it->a, &it->ids);
+        encode_ordinary(c->t, c->s + it->a, it->b - it->a, c->end, &cache, &it->ids);
     }
+    k3_bpe_cache_free(&cache);
 }
 
 /* ---- encode ------------------------------------------------------------------------- */
@@ -362,12 +418,14 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         s = clean;
     }
     if (!pool || pool->n_threads <= 1 || len < MT_MIN_BYTES) {
-        struct st_sink c = {{st_text, st_special}, t, s, out};
+        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, 0}, out};
+        k3_bpe_cache_init(&c.cache, len);
         segments(t, s, len, mode, &c.k);
+        k3_bpe_cache_free(&c.cache);
         free(clean);
         return;
     }
-    struct mt_sink c = {{mt_text, mt_special}, t, s, 0, NULL, 0, 0, 0};
+    struct mt_sink c = {{mt_text, mt_special}, t, s, s + len, 0, pool->n_threads, NULL, 0, 0, 0};
     c.chunk = len / ((size_t)pool->n_threads * 4);
     if (c.chunk < 16 * 1024) c.chunk = 16 * 1024;
     atomic_init(&c.next, 0);

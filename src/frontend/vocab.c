@@ -218,32 +218,46 @@ out:
 static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
 {
     uint32_t n = (uint32_t)t->n_ranks;
+    if (n >= (1u << 20) - K3_TOK_N_SPECIAL)
+        return k3_err_set(err, "%s: %u ranks; at most %u fit the pair table", path, n,
+                          (1u << 20) - K3_TOK_N_SPECIAL - 1);
     t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
-    t->piece_slots = calloc((size_t)t->piece_mask + 1, sizeof(uint64_t));
-    if (!t->piece_slots) return k3_err_set(err, "out of memory");
+    t->pieces = calloc((size_t)t->piece_mask + 1, sizeof *t->pieces);
+    if (!t->pieces) return k3_err_set(err, "out of memory");
     for (int b = 0; b < 256; b++) t->byte_rank[b] = K3_TOK_NONE;
     for (uint32_t r = 0; r < n; r++) {
         const uint8_t *s = t->bytes + t->off[r];
         size_t len = t->off[r + 1] - t->off[r];
-        uint32_t dup = slot_insert(t->piece_slots, t->piece_mask, t->off, t->bytes, 0, s, len, r);
+        if (len == 0) return k3_err_set(err, "%s: rank %u is an empty token", path, r);
+        uint32_t dup = k3_tok_piece_rank(t, s, len);
         if (dup != K3_TOK_NONE)
             return k3_err_set(err, "%s: ranks %u and %u have the same bytes; the file is damaged",
                               path, dup, r);
+        uint64_t w0 = k3_tok_word(s, len, len), h = k3_piece_hash(w0, s, len, len);
+        uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
+        while (t->pieces[i].rank1) i = (i + 1) & t->piece_mask;
+        t->pieces[i] = (struct k3_tok_slot){w0, r + 1, (uint16_t)len, (uint16_t)h};
         if (len == 1) t->byte_rank[s[0]] = r;
     }
     for (int b = 0; b < 256; b++)
         if (t->byte_rank[b] == K3_TOK_NONE)
             return k3_err_set(err, "%s: byte 0x%02x has no token; a byte-level BPE vocabulary "
                               "needs all 256 single bytes", path, b);
+    t->byte_pairs = malloc(sizeof(uint32_t) * 65536);
+    if (!t->byte_pairs) return k3_err_set(err, "out of memory");
+    for (int x = 0; x < 256; x++)
+        for (int y = 0; y < 256; y++) {
+            uint8_t two[2] = {(uint8_t)x, (uint8_t)y};
+            t->byte_pairs[x << 8 | y] = k3_tok_piece_rank(t, two, 2);
+        }
     /* Pairs: every split of every token into two tokens. Two passes: count, then fill. */
     uint64_t n_pairs = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            t->pair_mask = pow2_at_least(n_pairs * 2) - 1;
-            t->pair_keys = malloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
-            t->pair_vals = malloc(sizeof(uint32_t) * ((size_t)t->pair_mask + 1));
-            if (!t->pair_keys || !t->pair_vals) return k3_err_set(err, "out of memory");
-            memset(t->pair_keys, 0xFF, sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+            t->pair_mask = pow2_at_least(n_pairs * 3 / 2) - 1;
+            t->pairs = malloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+            if (!t->pairs) return k3_err_set(err, "out of memory");
+            memset(t->pairs, 0xFF, sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
         }
         for (uint32_t r = 0; r < n; r++) {
             const uint8_t *s = t->bytes + t->off[r];
@@ -257,11 +271,10 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                     n_pairs++;
                     continue;
                 }
-                uint64_t key = ((uint64_t)a << 32) | b;
-                uint32_t i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & t->pair_mask;
-                while (t->pair_keys[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
-                t->pair_keys[i] = key;
-                t->pair_vals[i] = r;
+                uint64_t key = (uint64_t)a << 20 | b;
+                uint32_t i = (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->pair_mask;
+                while (t->pairs[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
+                t->pairs[i] = key << 20 | r;
             }
         }
     }
@@ -594,9 +607,9 @@ void k3_tok_free(struct k3_tok *t)
     if (!t) return;
     free(t->off);
     free(t->bytes);
-    free(t->piece_slots);
-    free(t->pair_keys);
-    free(t->pair_vals);
+    free(t->pieces);
+    free(t->pairs);
+    free(t->byte_pairs);
     free(t->spec_slots);
     free(t);
 }

@@ -156,7 +156,7 @@ static void test_bpe_paths(void)
         size_t na = strlen(alphabets[a]);
         for (size_t n = 2; n <= 4096; n = n * 3 / 2 + 1) {
             for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)alphabets[a][rnd() % na];
-            size_t nf = k3_bpe_piece(tok, buf, n, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
+            size_t nf = k3_bpe_piece(tok, buf, n, n, NULL, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
             bad += nf != nr || memcmp(fast, ref, nf * 4);
             n_cases++;
         }
@@ -164,7 +164,7 @@ static void test_bpe_paths(void)
     for (int k = 0; k < 200; k++) { /* random bytes, any length */
         size_t n = 2 + rnd() % 600;
         for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)rnd();
-        size_t nf = k3_bpe_piece(tok, buf, n, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
+        size_t nf = k3_bpe_piece(tok, buf, n, n, NULL, fast), nr = k3_bpe_piece_ref(tok, buf, n, ref);
         bad += nf != nr || memcmp(fast, ref, nf * 4);
         n_cases++;
     }

@@ -118,7 +118,24 @@ def synthetic(nbytes, seed):
         "random_unicode": _fill(nbytes, lambda: chr(rng.choice(pool)) if rng.random() < 0.9
                                 else chr(rng.randrange(0x30000, 0x110000))),
         "random_bytes": rng.randbytes(nbytes),
+        "cuts": cuts_text(rng),
     }
+
+
+def cuts_text(rng):
+    """Runs around the wrapper's 25,000-character limit, of 1-, 2-, 3- and 4-byte characters,
+    spaces that are multi-byte (U+3000, U+00A0, U+0085) or Python-only (U+001C), and more
+    than 400,000 characters in all, so both cuts fall inside multi-byte text."""
+    units = ["a", "\u00e9", "\u4e2d", "\U0001F600", "ab1", "\u0915\u094d"]
+    spaces = [" ", "\u3000", "\u00a0", "\x85", "\x1c", "\t", "\n", " \u3000"]
+    out = []
+    for _ in range(40):
+        u = rng.choice(units + spaces)
+        k = rng.choice([24_998, 24_999, 25_000, 25_001, 25_002, 50_001, 7])
+        run = (u * (k // len(u) + 1))[:k]
+        out.append(run)
+        out.append(rng.choice(units + spaces) * rng.randrange(1, 4))
+    return "".join(out)
 
 
 def build(cap_real, n_synth, seed=1):

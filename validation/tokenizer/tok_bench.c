@@ -1,0 +1,103 @@
+/* tok_bench.c - the C side of bench.py: times k3_tok_encode on input files, on one thread
+ * and on a pool, and writes the ids so bench.py checks them against tiktoken in the same run.
+ *
+ *   tok_bench MODEL CONFIG THREADS MIN_SECONDS OUT_IDS_DIR FILE...
+ * Prints one JSON object per file: {"file", "bytes", "tokens", "st_s", "mt_s", "st_min_s",
+ * "mt_min_s", "threads", "mt_ids_equal"}, latencies the median (and the best) over repetitions that last at least MIN_SECONDS in total (and at
+ * least 3). Ids: OUT_IDS_DIR/<index>.ids, int32 little-endian. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frontend/tokenizer.h"
+#include "kernels/cpu/pool.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double time_encode(const struct k3_tok *tok, const char *text, size_t len,
+                          struct k3_pool *pool, double min_s, size_t *n_tokens, double *best)
+{
+    double t[1000];
+    int n = 0;
+    double total = 0;
+    while (n < 1000 && (n < 3 || total < min_s)) {
+        struct k3_tok_ids ids = {0};
+        double t0 = now();
+        k3_tok_encode(tok, text, len, K3_TOK_PLAIN, pool, &ids);
+        t[n] = now() - t0;
+        total += t[n++];
+        *n_tokens = ids.n;
+        k3_tok_ids_free(&ids);
+    }
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    *best = t[0];
+    return t[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7) {
+        fprintf(stderr, "usage: tok_bench MODEL CONFIG THREADS MIN_SECONDS OUT_IDS_DIR FILE...\n");
+        return 2;
+    }
+    struct k3_err err;
+    struct k3_tok *tok;
+    double t0 = now();
+    if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
+        fprintf(stderr, "tok_bench: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "tok_bench: tokenizer loaded in %.3f s\n", now() - t0);
+    int threads = atoi(argv[3]);
+    double min_s = atof(argv[4]);
+    struct k3_pool pool;
+    if (k3_pool_init(&pool, threads)) return 1;
+    for (int i = 6; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) {
+            fprintf(stderr, "tok_bench: cannot open %s\n", argv[i]);
+            return 1;
+        }
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        char *text = malloc((size_t)len + 1);
+        if (fread(text, 1, (size_t)len, f) != (size_t)len) return 1;
+        fclose(f);
+        size_t n_tok = 0, n_tok_mt = 0;
+        double st_best, mt_best;
+        double st = time_encode(tok, text, (size_t)len, NULL, min_s, &n_tok, &st_best);
+        double mt = time_encode(tok, text, (size_t)len, &pool, min_s, &n_tok_mt, &mt_best);
+        struct k3_tok_ids ids = {0}, ids_mt = {0};
+        k3_tok_encode(tok, text, (size_t)len, K3_TOK_PLAIN, NULL, &ids);
+        k3_tok_encode(tok, text, (size_t)len, K3_TOK_PLAIN, &pool, &ids_mt);
+        int same = ids.n == ids_mt.n && !memcmp(ids.ids, ids_mt.ids, ids.n * 4);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%d.ids", argv[5], i - 6);
+        FILE *o = fopen(path, "wb");
+        if (!o || fwrite(ids.ids, 4, ids.n, o) != ids.n) return 1;
+        fclose(o);
+        printf("{\"file\": \"%s\", \"bytes\": %ld, \"tokens\": %zu, \"st_s\": %.9f, \"mt_s\": %.9f, "
+               "\"st_min_s\": %.9f, \"mt_min_s\": %.9f, \"threads\": %d, \"mt_ids_equal\": %s}\n",
+               argv[i], len, ids.n, st, mt, st_best, mt_best, pool.n_threads, same ? "true" : "false");
+        fflush(stdout);
+        k3_tok_ids_free(&ids);
+        k3_tok_ids_free(&ids_mt);
+        free(text);
+    }
+    k3_pool_free(&pool);
+    k3_tok_free(tok);
+    return 0;
+}
