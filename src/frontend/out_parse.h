@@ -95,7 +95,8 @@ void k3_outp_free(struct k3_outp *p);
 /* Feeds generated text (UTF-8, any chunking); appends what it completes to d. */
 void k3_outp_feed(struct k3_outp *p, const char *text, size_t len, struct k3_outp_delta *d);
 /* Feeds generated ids through a streaming detokenizer (special ids become their marker
- * text). Returns -1 for an id out of range (nothing fed), else 0. */
+ * text). Returns -1 for an id out of range (the ids before it are fed), else 0. At the
+ * end, feed what k3_detok_flush returns before k3_outp_finish. */
 int k3_outp_feed_ids(struct k3_outp *p, struct k3_detok *dt, const int32_t *ids, size_t n,
                      struct k3_outp_delta *d);
 /* Ends the stream; appends the last pieces to d and fixes finish_reason. Feeding after

@@ -577,6 +577,17 @@ struct k3_chat_opts k3_chat_req_opts(const struct k3_chat_req *r)
     };
 }
 
+struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *r, uint64_t id_seed)
+{
+    return (struct k3_outp_cfg){
+        .thinking = r->thinking,
+        .drop_calls = r->tool_choice && !strcmp(r->tool_choice, "none"),
+        .tool_names = r->tool_names,
+        .n_tool_names = r->n_tool_names,
+        .id_seed = id_seed,
+    };
+}
+
 int k3_chat_req_render(const struct k3_chat_req *r, struct k3_chat_prompt *p,
                        struct k3_api_err *e)
 {

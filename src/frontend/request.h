@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "frontend/chat_render.h"
+#include "frontend/out_parse.h"
 
 struct k3_api_err {
     int status;          /* HTTP status: 400 for every validation failure */
@@ -60,6 +61,12 @@ struct k3_chat_opts k3_chat_req_opts(const struct k3_chat_req *req);
 /* Renders a valid request; what the encoder refuses becomes a 400 on "messages". */
 int k3_chat_req_render(const struct k3_chat_req *req, struct k3_chat_prompt *p,
                        struct k3_api_err *e);
+
+/* The output parser's configuration for a valid request: the think channel is open when
+ * thinking is on (the stub ends in <|open|>think<|sep|>), tool_choice "none" drops calls,
+ * only declared tools (request + dynamic) are accepted. The names point into req, which
+ * must outlive the parser. id_seed: a fresh random value per request. */
+struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *req, uint64_t id_seed);
 
 /* {"error":{"message":…,"type":…,"param":…,"code":null}}; malloc'ed. */
 char *k3_api_err_json(const struct k3_api_err *e);

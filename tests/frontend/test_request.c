@@ -279,8 +279,38 @@ static void test_messages(void)
     accepts("NUL inside content", nul);
 }
 
+/* The request drives the output parser: thinking, tool_choice none, declared names. */
+static void test_outp_cfg(void)
+{
+    const char *body = "{\"tools\": [" TOOL("g") "], \"tool_choice\": \"none\", \"messages\": ["
+                       SYS_TOOLS(TOOL("d")) ", " USER "], \"reasoning_effort\": \"none\"}";
+    struct k3_chat_req r;
+    struct k3_api_err e;
+    CHECK(k3_chat_req_parse(body, strlen(body), &r, &e) == 0);
+    struct k3_outp_cfg c = k3_chat_req_outp_cfg(&r, 9);
+    CHECK(c.thinking == 0 && c.drop_calls == 1 && c.n_tool_names == 2);
+    CHECK(c.n_tool_names == 2 && !strcmp(c.tool_names[0], "g") && !strcmp(c.tool_names[1], "d"));
+    k3_chat_req_free(&r);
+    body = "{\"messages\": [" SYS_TOOLS(TOOL("d")) ", " USER "]}";
+    CHECK(k3_chat_req_parse(body, strlen(body), &r, &e) == 0);
+    c = k3_chat_req_outp_cfg(&r, 9);
+    CHECK(c.thinking == 1 && c.drop_calls == 0 && c.n_tool_names == 1);
+    /* a call to the dynamic tool parses, an undeclared one is dropped */
+    struct k3_outp *p = k3_outp_new(&c);
+    struct k3_outp_delta d = {0};
+    const char *out = "x<|open|>call tool=\"d\"<|sep|><|close|>call<|sep|><|open|>call tool=\"g\"<|sep|>"
+                      "<|close|>call<|sep|><|end_of_msg|>";
+    k3_outp_feed(p, out, strlen(out), &d);
+    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    CHECK(k3_outp_result(p)->n_calls == 1 && k3_outp_result(p)->n_dropped_calls == 1);
+    k3_outp_delta_free(&d);
+    k3_outp_free(p);
+    k3_chat_req_free(&r);
+}
+
 int main(void)
 {
+    test_outp_cfg();
     test_kvv_dynamic_tools();
     test_kvv_response_format();
     test_kvv_tool_choice();
