@@ -140,7 +140,7 @@ struct k3_kda_params {
  * q: token i, head h at q[i*q_ts + h*q_hs], dqk values; k likewise (k_hs = 0:
  * one head shared by all, as MLA's absorbed latent); v: dv values; o [n, H, dv]
  * at o[i*o_ts + h*o_hs]. Query i is at position pos0 + i and sees keys
- * 0..pos0+i. Softmax in fp32 after max subtraction, sums in fp64. */
+ * 0..pos0+i. Scores, softmax (online, max-subtracted) and sums in fp64. */
 struct k3_attn_params {
     const float *q, *k, *v;
     float *o;

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "core/log.h"
+
 #include "kernels/cpu/attn.h"
 #include "kernels/cpu/attn_res.h"
 #include "kernels/cpu/conv.h"
@@ -35,22 +37,49 @@ static const struct k3_ops cpu_ops = {
 
 int k3_cpu_backend_init(struct k3_backend *be, int n_threads)
 {
-    struct k3_pool *pool = malloc(sizeof *pool);
-    if (!pool) return -1;
-    if (k3_pool_init(pool, n_threads) != 0) {
-        free(pool);
+    struct k3_cpu *cpu = calloc(1, sizeof *cpu);
+    if (!cpu) return -1;
+    if (k3_pool_init(&cpu->pool, n_threads) != 0) {
+        free(cpu);
+        return -1;
+    }
+    cpu->scratch = calloc((size_t)cpu->pool.n_threads * K3_CPU_N_SLOTS, sizeof *cpu->scratch);
+    if (!cpu->scratch) {
+        k3_pool_free(&cpu->pool);
+        free(cpu);
         return -1;
     }
     be->ops = &cpu_ops;
-    be->impl = pool;
-    be->n_threads = pool->n_threads;
+    be->impl = cpu;
+    be->n_threads = cpu->pool.n_threads;
     return 0;
 }
 
 void k3_cpu_backend_free(struct k3_backend *be)
 {
-    if (!be->impl) return;
-    k3_pool_free(k3_cpu_pool(be));
-    free(be->impl);
+    struct k3_cpu *cpu = be->impl;
+    if (!cpu) return;
+    for (int i = 0; i < cpu->pool.n_threads * K3_CPU_N_SLOTS; i++) free(cpu->scratch[i].p);
+    free(cpu->scratch);
+    k3_pool_free(&cpu->pool);
+    free(cpu);
     be->impl = NULL;
+}
+
+void *k3_cpu_scratch(struct k3_backend *be, int worker, enum k3_cpu_slot slot, size_t bytes)
+{
+    struct k3_cpu *cpu = be->impl;
+    K3_CHECK(worker >= 0 && worker < cpu->pool.n_threads, "worker %d of %d", worker, cpu->pool.n_threads);
+    struct k3_cpu_scratch *s = &cpu->scratch[worker * K3_CPU_N_SLOTS + slot];
+    if (s->bytes < bytes) {
+        /* Grow to the next power of two so slowly growing sizes (a KV length
+         * during decode) reallocate O(log n) times, not every step. */
+        size_t n = 4096;
+        while (n < bytes) n *= 2;
+        free(s->p);
+        s->p = aligned_alloc(64, n);
+        K3_CHECK(s->p, "out of memory for %zu bytes of CPU scratch", n);
+        s->bytes = n;
+    }
+    return s->p;
 }

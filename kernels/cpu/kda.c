@@ -19,7 +19,6 @@
 #include "kernels/cpu/kda.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
@@ -126,31 +125,29 @@ static void kda_chunk_head(const struct k3_kda_params *p, int h, struct chunk_sc
 #undef VV
 }
 
+struct kda_job {
+    const struct k3_kda_params *p;
+    struct k3_backend *be;
+};
+
 static void kda_range(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct k3_kda_params *p = ctx;
+    const struct kda_job *job = ctx;
+    const struct k3_kda_params *p = job->p;
     if (p->chunk <= 0) {
-        double *u = malloc(sizeof(double) * (size_t)p->dv);
-        K3_CHECK(u, "out of memory");
+        double *u = k3_cpu_scratch(job->be, worker, K3_CPU_SLOT_RANGE, sizeof(double) * (size_t)p->dv);
         for (int64_t h = begin; h < end; h++) kda_recurrent_head(p, (int)h, u);
-        free(u);
         return;
     }
-    int C = p->chunk, K = p->dk, V = p->dv;
-    struct chunk_scratch sc = {
-        .gam = malloc(sizeof(double) * (size_t)C * K),
-        .delta = malloc(sizeof(double) * (size_t)C * V),
-        .snew = malloc(sizeof(double) * (size_t)K * V),
-    };
-    K3_CHECK(sc.gam && sc.delta && sc.snew, "out of memory");
+    size_t C = (size_t)p->chunk, K = (size_t)p->dk, V = (size_t)p->dv;
+    double *buf = k3_cpu_scratch(job->be, worker, K3_CPU_SLOT_RANGE, sizeof(double) * (C * K + C * V + K * V));
+    struct chunk_scratch sc = {.gam = buf, .delta = buf + C * K, .snew = buf + C * K + C * V};
     for (int64_t h = begin; h < end; h++) kda_chunk_head(p, (int)h, &sc);
-    free(sc.gam);
-    free(sc.delta);
-    free(sc.snew);
 }
 
 void k3_cpu_kda(struct k3_backend *be, const struct k3_kda_params *p)
 {
     if (p->n <= 0) return;
-    k3_pool_for(k3_cpu_pool(be), p->n_head, kda_range, (void *)p);
+    struct kda_job job = {p, be};
+    k3_pool_for(k3_cpu_pool(be), p->n_head, kda_range, &job);
 }

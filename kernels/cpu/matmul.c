@@ -10,7 +10,6 @@
  * worker walks the weight rows and accumulates x[i,r]·w[r,c] in fp32. */
 #include "kernels/cpu/matmul.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -46,9 +45,15 @@ static float dot8_bf16(const uint16_t *w, const float *x, int64_t n)
 
 #define FUSED_BF16_MAX_TOKENS 4
 
+struct matmul_job {
+    const struct k3_matmul_params *p;
+    struct k3_backend *be;
+};
+
 static void matmul_nt_range(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct k3_matmul_params *p = ctx;
+    const struct matmul_job *job = ctx;
+    const struct k3_matmul_params *p = job->p;
     const struct k3_mat *w = p->w;
     int64_t cols = w->cols;
     if (w->fmt == K3_WFMT_BF16 && p->n <= FUSED_BF16_MAX_TOKENS) {
@@ -62,8 +67,7 @@ static void matmul_nt_range(void *ctx, int64_t begin, int64_t end, int worker)
         }
         return;
     }
-    float *buf = malloc(sizeof(float) * (size_t)(cols * ROWS_PER_STEP));
-    K3_CHECK(buf, "out of memory (%lld floats)", (long long)cols * ROWS_PER_STEP);
+    float *buf = k3_cpu_scratch(job->be, worker, K3_CPU_SLOT_RANGE, sizeof(float) * (size_t)(cols * ROWS_PER_STEP));
     for (int64_t r0 = begin; r0 < end; r0 += ROWS_PER_STEP) {
         int nr = (int)(end - r0 < ROWS_PER_STEP ? end - r0 : ROWS_PER_STEP);
         for (int j = 0; j < nr; j++) k3_mat_row_f32(w, r0 + j, 0, cols, buf + j * cols);
@@ -76,19 +80,20 @@ static void matmul_nt_range(void *ctx, int64_t begin, int64_t end, int worker)
             }
         }
     }
-    free(buf);
 }
 
 static void matmul_tn_range(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct k3_matmul_params *p = ctx;
+    const struct matmul_job *job = ctx;
+    const struct k3_matmul_params *p = job->p;
     const struct k3_mat *w = p->w;
     int64_t nc = end - begin;
     /* MXFP4 rows are decoded from an even column: widen the window by one. */
     int64_t c0 = begin & ~(int64_t)1;
-    float *row = malloc(sizeof(float) * (size_t)(end - c0));
-    float *acc = calloc((size_t)(p->n * nc), sizeof(float));
-    K3_CHECK(row && acc, "out of memory");
+    size_t n_row = (size_t)(end - c0), n_acc = (size_t)(p->n * nc);
+    float *row = k3_cpu_scratch(job->be, worker, K3_CPU_SLOT_RANGE, sizeof(float) * (n_row + n_acc));
+    float *acc = row + n_row;
+    memset(acc, 0, sizeof(float) * n_acc);
     for (int64_t r = 0; r < w->rows; r++) {
         k3_mat_row_f32(w, r, c0, end, row);
         const float *wr = row + (begin - c0);
@@ -102,16 +107,12 @@ static void matmul_tn_range(void *ctx, int64_t begin, int64_t end, int worker)
         float *y = p->y + i * p->ldy + begin;
         for (int64_t c = 0; c < nc; c++) y[c] = p->accumulate ? y[c] + acc[i * nc + c] : acc[i * nc + c];
     }
-    free(acc);
-    free(row);
 }
 
 void k3_cpu_matmul(struct k3_backend *be, const struct k3_matmul_params *p)
 {
     if (p->n <= 0) return;
-    if (!p->trans) {
-        k3_pool_for(k3_cpu_pool(be), p->w->rows, matmul_nt_range, (void *)p);
-    } else {
-        k3_pool_for(k3_cpu_pool(be), p->w->cols, matmul_tn_range, (void *)p);
-    }
+    struct matmul_job job = {p, be};
+    if (!p->trans) k3_pool_for(k3_cpu_pool(be), p->w->rows, matmul_nt_range, &job);
+    else k3_pool_for(k3_cpu_pool(be), p->w->cols, matmul_tn_range, &job);
 }

@@ -4,11 +4,9 @@
  * run w1/w3 (k3_cpu_matmul, parallel over output rows), the GLU, w2, and add
  * weight · output into those tokens' rows of y. Experts are visited in index
  * order, so the fp32 sum order is fixed (independent of threads and of the
- * top-k order). The gather buffers are allocated per call: this is the
- * reference backend; a serving backend takes them from its arena. */
+ * top-k order). The gather buffers are the backend's kept scratch. */
 #include "kernels/cpu/moe.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -22,13 +20,11 @@ void k3_cpu_moe(struct k3_backend *be, const struct k3_moe_params *p)
     int64_t d_in = p->w1[0].cols, m = p->w1[0].rows, d_out = p->w2[0].rows;
     int64_t n = p->n;
     memset(p->y, 0, sizeof(float) * (size_t)(n * d_out));
-    int64_t *tok = malloc(sizeof(int64_t) * (size_t)n);
-    float *tw = malloc(sizeof(float) * (size_t)n);
-    float *xe = malloc(sizeof(float) * (size_t)(n * d_in));
-    float *h1 = malloc(sizeof(float) * (size_t)(n * m));
-    float *h3 = malloc(sizeof(float) * (size_t)(n * m));
-    float *oe = malloc(sizeof(float) * (size_t)(n * d_out));
-    K3_CHECK(tok && tw && xe && h1 && h3 && oe, "out of memory in moe (%lld tokens)", (long long)n);
+    /* The gather buffers, from the calling thread's OP scratch (the matmuls
+     * below use the RANGE scratch of every worker, the caller's included). */
+    size_t n_f = (size_t)(n + n * d_in + 2 * n * m + n * d_out);
+    int64_t *tok = k3_cpu_scratch(be, 0, K3_CPU_SLOT_OP, sizeof(int64_t) * (size_t)n + sizeof(float) * n_f);
+    float *tw = (float *)(tok + n), *xe = tw + n, *h1 = xe + n * d_in, *h3 = h1 + n * m, *oe = h3 + n * m;
     for (int e = 0; e < p->n_expert; e++) {
         int64_t ne = 0;
         for (int64_t i = 0; i < n; i++)
@@ -58,10 +54,4 @@ void k3_cpu_moe(struct k3_backend *be, const struct k3_moe_params *p)
             for (int64_t c = 0; c < d_out; c++) y[c] += tw[r] * oe[r * d_out + c];
         }
     }
-    free(tok);
-    free(tw);
-    free(xe);
-    free(h1);
-    free(h3);
-    free(oe);
 }

@@ -5,17 +5,21 @@
 #include "kernels/cpu/router.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
 
+struct router_job {
+    const struct k3_router_params *p;
+    struct k3_backend *be;
+};
+
 static void router_range(void *ctx, int64_t begin, int64_t end, int worker)
 {
-    const struct k3_router_params *p = ctx;
+    const struct router_job *job = ctx;
+    const struct k3_router_params *p = job->p;
     int E = p->n_expert;
-    double *s = malloc(sizeof(double) * 2 * (size_t)E);
-    K3_CHECK(s, "out of memory");
+    double *s = k3_cpu_scratch(job->be, worker, K3_CPU_SLOT_RANGE, sizeof(double) * 2 * (size_t)E);
     double *c = s + E;
     for (int64_t t = begin; t < end; t++) {
         const float *l = p->logits + t * E;
@@ -37,11 +41,11 @@ static void router_range(void *ctx, int64_t begin, int64_t end, int worker)
         double norm = (p->renorm && p->k > 1) ? 1.0 / (sum + 1e-20) : 1.0;
         for (int j = 0; j < p->k; j++) w[j] = (float)(s[idx[j]] * norm * p->scale);
     }
-    free(s);
 }
 
 void k3_cpu_router(struct k3_backend *be, const struct k3_router_params *p)
 {
     K3_CHECK(p->k >= 1 && p->k <= p->n_expert, "top-%d of %d experts", p->k, p->n_expert);
-    k3_pool_for(k3_cpu_pool(be), p->n, router_range, (void *)p);
+    struct router_job job = {p, be};
+    k3_pool_for(k3_cpu_pool(be), p->n, router_range, &job);
 }
