@@ -1,12 +1,14 @@
 /* test_chat_render.c - the K3 prompt: every KVV prompt_tokens case exactly, the research
  * §2.4 example byte for byte (288 ids, 285 prompt tokens), and the encoder rules of
  * research/frontend-k3-corrections.md one by one. */
+#include <glob.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/chat_render.h"
+#include "frontend/json_py.h"
 #include "frontend/request.h"
 #include "k3_test.h"
 
@@ -291,6 +293,55 @@ static void test_render_errors(void)
     CHECK(e.status == 400 && strstr(e.message, "resolvable"));
 }
 
+/* Every walle-valid MFJS schema (KVV tool_call_json_schema and response_format suites) is
+ * accepted as tool parameters (strict) and as a response_format schema, and renders with
+ * its keys deep-sorted: KVV fails a vendor that answers 400 to any of them. */
+static void test_walle_schemas(void)
+{
+    glob_t g;
+    int rc = glob(K3_WALLE_CASES "/*/valid.jsonl", 0, NULL, &g);
+    CHECK_MSG(rc == 0 && g.gl_pathc >= 16, "walle cases under %s", K3_WALLE_CASES);
+    if (rc) return;
+    int n = 0, ok = 0;
+    for (size_t f = 0; f < g.gl_pathc; f++) {
+        FILE *fp = fopen(g.gl_pathv[f], "r");
+        char *line = NULL;
+        size_t cap = 0;
+        while (fp && getline(&line, &cap, fp) > 0) {
+            json_t *schema = json_loads(line, 0, NULL);
+            if (!schema) continue;
+            n++;
+            json_t *req = json_pack("{s:[{s:s,s:s}], s:[{s:s, s:{s:s, s:O, s:b}}], s:s, s:{s:s, "
+                                    "s:{s:s, s:O}}}",
+                                    "messages", "role", "user", "content", "Call the tool.",
+                                    "tools", "type", "function", "function", "name",
+                                    "kvv_walle_case", "parameters", schema, "strict", 1,
+                                    "tool_choice", "required",
+                                    "response_format", "type", "json_schema", "json_schema",
+                                    "name", "case", "schema", schema);
+            char *body = json_dumps(req, 0);
+            struct k3_api_err e;
+            char *p = render(body, NULL, NULL, &e, NULL);
+            /* the schema appears in the prompt exactly as Python's sorted compact dump */
+            struct k3_sbuf want = {0};
+            k3_json_py_dump(schema, K3_JSON_PY_COMPACT | K3_JSON_PY_SORT_KEYS, &want);
+            int good = p && strstr(p, want.p) != NULL;
+            CHECK_MSG(good, "%s: %s -> %s", g.gl_pathv[f], line, p ? "schema not in prompt" : e.message);
+            ok += good;
+            k3_sbuf_free(&want);
+            free(p);
+            free(body);
+            json_decref(req);
+            json_decref(schema);
+        }
+        free(line);
+        if (fp) fclose(fp);
+    }
+    globfree(&g);
+    printf("walle-valid schemas accepted and rendered: %d of %d\n", ok, n);
+    CHECK(n >= 200);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -303,6 +354,7 @@ int main(void)
     test_special_text_is_plain();
     test_encoder_rules();
     test_render_errors();
+    test_walle_schemas();
     k3_tok_free(tok);
     return k3_test_summary();
 }
