@@ -20,7 +20,8 @@
 
 enum state {
     S_THINK,        /* reasoning text */
-    S_AFTER_THINK,  /* think closed, response not opened: text is still content */
+    S_AFTER_THINK,  /* think closed, response not opened: whitespace is held back (dropped
+                       if the response channel opens), other text opens the response */
     S_RESP,         /* content text */
     S_AFTER_RESP,   /* between channels: text dropped */
     S_TOOLS,        /* inside the tools channel, between calls */
@@ -48,6 +49,7 @@ struct k3_outp {
     long call;                /* index into res.calls, or -1 for a dropped call */
     int call_nargs, call_json;
     struct k3_sbuf key, type, val;
+    struct k3_sbuf ws_hold;   /* whitespace after </think>, before anything else */
     int finished;
     uint64_t rng;
 };
@@ -263,7 +265,20 @@ static void on_text(struct k3_outp *p, const char *s, size_t n, struct k3_outp_d
         k3_sbuf_add(&p->res.reasoning, s, n);
         k3_sbuf_add(&d->reasoning, s, n);
         break;
-    case S_AFTER_THINK:
+    case S_AFTER_THINK: {
+        size_t i = 0;
+        while (i < n && is_ws(s[i])) i++;
+        k3_sbuf_add(&p->ws_hold, s, i);
+        if (i == n) break;
+        /* text without <|open|>response<|sep|>: the model skipped the opener */
+        k3_sbuf_add(&p->res.content, p->ws_hold.p, p->ws_hold.n);
+        k3_sbuf_add(&d->content, p->ws_hold.p, p->ws_hold.n);
+        k3_sbuf_clear(&p->ws_hold);
+        p->state = S_RESP;
+        s += i;
+        n -= i;
+    }
+    /* fall through */
     case S_RESP:
         k3_sbuf_add(&p->res.content, s, n);
         k3_sbuf_add(&d->content, s, n);
@@ -294,6 +309,7 @@ static void on_tag(struct k3_outp *p, struct k3_outp_delta *d)
         if (tag_is(t, n, "think") && !p->tools_seen) {
             p->state = S_THINK;
         } else if (tag_is(t, n, "response") && !p->tools_seen) {
+            k3_sbuf_clear(&p->ws_hold);
             p->state = S_RESP;
         } else if (tag_is(t, n, "tools")) {
             call_finish(p, d);
@@ -433,6 +449,7 @@ void k3_outp_free(struct k3_outp *p)
     k3_sbuf_free(&p->key);
     k3_sbuf_free(&p->type);
     k3_sbuf_free(&p->val);
+    k3_sbuf_free(&p->ws_hold);
     free(p);
 }
 

@@ -316,6 +316,15 @@ static void test_drop_and_plain(void)
         CHECK(str_is(&r->calls[1].args, "{oops"));
     }
     k3_outp_free(p);
+    /* whitespace between channels is not content; text without a response opener is */
+    p = parse_checked("ws between channels", "r<|close|>think<|sep|>\n \n<|open|>response<|sep|>c"
+                      "<|close|>response<|sep|>", 1, 0, K3_FINISH_STOP);
+    CHECK(str_is(&k3_outp_result(p)->content, "c"));
+    k3_outp_free(p);
+    p = parse_checked("missing response opener", "r<|close|>think<|sep|>\n hello<|close|>response"
+                      "<|sep|>", 1, 0, K3_FINISH_STOP);
+    CHECK(str_is(&k3_outp_result(p)->content, "\n hello"));
+    k3_outp_free(p);
     /* reasoning with UTF-8 split across tokens, and reasoning-only output */
     p = parse_checked("utf8", "思考一下。<|close|>think<|sep|><|open|>response<|sep|>答案：42"
                       "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", 1, 0,
