@@ -48,6 +48,7 @@ struct k3_outp {
     int call_open;            /* a call is being parsed (possibly a dropped one) */
     long call;                /* index into res.calls, or -1 for a dropped call */
     int call_nargs, call_json;
+    int arg_stream;           /* a string argument whose value streams as it arrives */
     struct k3_sbuf key, type, val;
     struct k3_sbuf ws_hold;   /* whitespace after </think>, before anything else */
     int finished;
@@ -168,15 +169,43 @@ static void arg_value_json(struct k3_outp *p, struct k3_sbuf *out)
     k3_json_py_string(v, n, out);
 }
 
+/* `{"key": ` or `, "key": ` before an argument's value. */
+static void arg_prefix(struct k3_outp *p, struct k3_sbuf *frag)
+{
+    k3_sbuf_adds(frag, p->call_nargs ? ", " : "{");
+    k3_json_py_string(p->key.p ? p->key.p : "", p->key.n, frag);
+    k3_sbuf_adds(frag, ": ");
+}
+
+/* At <|open|>argument: a string value of a live call streams (research §3.4: vLLM's K3
+ * parser sends each call whole, minutes late for long arguments); others wait for the
+ * closer because their JSON form needs the whole value. */
+static void arg_begin(struct k3_outp *p, struct k3_outp_delta *d)
+{
+    p->state = S_ARG;
+    k3_sbuf_clear(&p->val);
+    p->arg_stream = p->call >= 0 && !p->call_json && p->type.p && !strcmp(p->type.p, "string");
+    if (!p->arg_stream) return;
+    struct k3_sbuf frag = {0};
+    arg_prefix(p, &frag);
+    k3_sbuf_addc(&frag, '"');
+    call_args(p, frag.p, frag.n, d);
+    k3_sbuf_free(&frag);
+}
+
 static void arg_finish(struct k3_outp *p, struct k3_outp_delta *d)
 {
     if (p->state != S_ARG) return;
     p->state = S_CALL;
+    if (p->arg_stream) {
+        p->arg_stream = 0;
+        call_args(p, "\"", 1, d);
+        p->call_nargs++;
+        return;
+    }
     if (p->call < 0 || p->call_json) return;  /* a json block already gave the arguments */
     struct k3_sbuf frag = {0};
-    k3_sbuf_adds(&frag, p->call_nargs ? ", " : "{");
-    k3_json_py_string(p->key.p ? p->key.p : "", p->key.n, &frag);
-    k3_sbuf_adds(&frag, ": ");
+    arg_prefix(p, &frag);
     arg_value_json(p, &frag);
     call_args(p, frag.p, frag.n, d);
     p->call_nargs++;
@@ -284,6 +313,15 @@ static void on_text(struct k3_outp *p, const char *s, size_t n, struct k3_outp_d
         k3_sbuf_add(&d->content, s, n);
         break;
     case S_ARG:
+        if (p->arg_stream) {  /* JSON string escaping works byte by byte: chunks are fine */
+            struct k3_sbuf frag = {0};
+            k3_json_py_string(s, n, &frag);
+            call_args(p, frag.p + 1, frag.n - 2, d);  /* without the quotes */
+            k3_sbuf_free(&frag);
+            break;
+        }
+        k3_sbuf_add(&p->val, s, n);
+        break;
     case S_JSON:
         k3_sbuf_add(&p->val, s, n);
         break;
@@ -324,8 +362,7 @@ static void on_tag(struct k3_outp *p, struct k3_outp_delta *d)
             json_finish(p, d);
             if (!attr_get(t, n, "key", &p->key)) k3_sbuf_clear(&p->key);
             if (!attr_get(t, n, "type", &p->type)) k3_sbuf_clear(&p->type);
-            k3_sbuf_clear(&p->val);
-            p->state = S_ARG;
+            arg_begin(p, d);
         } else if (tag_is(t, n, "json") && p->call_open) {
             arg_finish(p, d);
             json_finish(p, d);

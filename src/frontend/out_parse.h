@@ -30,6 +30,9 @@
  *   - a call to a tool that was not declared, or with no name, is dropped with its markup
  *     (counted in n_dropped_calls); with drop_calls (tool_choice "none") every call is;
  *   - markup never reaches content or reasoning; stray text between channels is dropped.
+ * Tool calls stream: the first delta of a call carries its id and name as soon as its
+ * open tag is complete; a string argument's value streams as it arrives; other values
+ * follow when their closer arrives (their JSON form needs the whole value).
  * Tool call ids are minted here ("call_" + 24 base-62 characters from id_seed), never taken
  * from the model: K3 prompts carry no ids, and positional ids collided in agent loops. */
 #ifndef K3_FRONTEND_OUT_PARSE_H

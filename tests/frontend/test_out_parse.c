@@ -232,7 +232,9 @@ static void test_truncation(void)
         1, 0, K3_FINISH_LENGTH);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(!strcmp(r->finish_reason, "length"));  /* not tool_calls */
-    CHECK(r->n_calls == 1 && !r->calls[0].complete && str_is(&r->calls[0].args, "{\"a\": \"x\""));
+    /* string values stream as they arrive, so the cut value is there, unterminated */
+    CHECK(r->n_calls == 1 && !r->calls[0].complete &&
+          str_is(&r->calls[0].args, "{\"a\": \"x\", \"b\": \"partial va"));
     k3_outp_free(p);
     /* cut inside a marker: the marker prefix does not leak into content */
     p = parse_checked("length mid-marker", "answer<|clo", 0, 0, K3_FINISH_LENGTH);
@@ -334,6 +336,36 @@ static void test_drop_and_plain(void)
     k3_outp_free(p);
 }
 
+/* A long string argument streams before its closer arrives (vllm#50604: K3 arguments
+ * arrived in one piece after minutes); other types wait for their closer. */
+static void test_string_args_stream(void)
+{
+    struct k3_outp_cfg cfg = {.thinking = 0, .tool_names = declared, .n_tool_names = 3, .id_seed = 1};
+    struct k3_outp *p = k3_outp_new(&cfg);
+    struct k3_outp_delta d = {0};
+    struct acc a = {0};
+    const char *part1 = "<|open|>call tool=\"f\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>4";
+    k3_outp_feed(p, part1, strlen(part1), &d);
+    acc_add(&a, &d);
+    k3_outp_delta_clear(&d);
+    CHECK(a.n_calls == 1 && a.args[0].n == 0);  /* the number is not complete yet */
+    const char *part2 = "2<|close|>argument<|sep|><|open|>argument key=\"code\" type=\"string\"<|sep|>"
+                        "print(\"hi\")\nx = 1";
+    k3_outp_feed(p, part2, strlen(part2), &d);
+    acc_add(&a, &d);
+    k3_outp_delta_clear(&d);
+    CHECK(str_is(&a.args[0], "{\"n\": 42, \"code\": \"print(\\\"hi\\\")\\nx = 1"));
+    const char *part3 = "<|close|>argument<|sep|><|close|>call<|sep|>";
+    k3_outp_feed(p, part3, strlen(part3), &d);
+    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    acc_add(&a, &d);
+    CHECK(str_is(&a.args[0], "{\"n\": 42, \"code\": \"print(\\\"hi\\\")\\nx = 1\"}"));
+    CHECK(acc_matches(&a, k3_outp_result(p)));
+    acc_free(&a);
+    k3_outp_delta_free(&d);
+    k3_outp_free(p);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -347,6 +379,7 @@ int main(void)
     test_truncation();
     test_bad_values_and_names();
     test_drop_and_plain();
+    test_string_args_stream();
     k3_tok_free(tok);
     return k3_test_summary();
 }
