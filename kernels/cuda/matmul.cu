@@ -16,7 +16,15 @@
  * layer (op(A) = [rows, cols]) and not for trans; x [n, K] is B = [K, n];
  * y [n, N] is D = [N, n] (ldy). Pointer alignment is part of the plan key:
  * cuBLASLt's heuristic assumes 256-byte operands unless told otherwise, and
- * a head or column slice of a buffer is often less aligned than that. */
+ * a head or column slice of a buffer is often less aligned than that.
+ *
+ * Decode (n ≤ 4 tokens, bf16 linear layer, K a multiple of 8): a hand-written
+ * GEMV instead of cuBLASLt, which reached only ~55% of the copy bandwidth on
+ * 7168×7168 at n = 1 on the H200 (validation/results). One warp per output
+ * row streams the weight row in 16-byte loads (cache-streaming: read once),
+ * reads the bf16 copy of x (the same rounding as the GEMM path, so results
+ * do not depend on the batch size beyond summation order) from L1/L2, and
+ * reduces with shuffles. */
 #include "kernels/cuda/matmul.h"
 
 #include <cublasLt.h>
@@ -73,6 +81,70 @@ static __global__ void to_16bit_kernel(const float *x, int64_t ldx, int64_t n, i
         if (bf16) ((__nv_bfloat16 *)out)[i * ldo + c] = __float2bfloat16_rn(v);
         else ((__half *)out)[i * ldo + c] = __float2half_rn(v);
     }
+}
+
+#define GEMV_MAX_N 4
+#define GEMV_WARPS 8
+
+/* 8 bf16 in a uint4 -> 8 floats (bf16 is the top half of an fp32). */
+static __device__ __forceinline__ void unpack8(uint4 v, float *f)
+{
+    f[0] = __uint_as_float(v.x << 16); f[1] = __uint_as_float(v.x & 0xffff0000u);
+    f[2] = __uint_as_float(v.y << 16); f[3] = __uint_as_float(v.y & 0xffff0000u);
+    f[4] = __uint_as_float(v.z << 16); f[5] = __uint_as_float(v.z & 0xffff0000u);
+    f[6] = __uint_as_float(v.w << 16); f[7] = __uint_as_float(v.w & 0xffff0000u);
+}
+
+template <int N>
+static __global__ void gemv_bf16_kernel(const uint16_t *__restrict__ w, int64_t ldw, int64_t rows,
+                                        int64_t k, const uint16_t *__restrict__ xb, int64_t ldxb,
+                                        float *__restrict__ y, int64_t ldy, int accumulate)
+{
+    int64_t row = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;   /* the whole warp leaves together */
+    const uint4 *wr = (const uint4 *)(w + row * ldw);
+    float acc[N];
+#pragma unroll
+    for (int i = 0; i < N; i++) acc[i] = 0.0f;
+    int64_t k8 = k / 8;
+#pragma unroll 4
+    for (int64_t c = lane; c < k8; c += 32) {
+        float wf[8];
+        unpack8(__ldcs(wr + c), wf);
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            float xf[8];
+            unpack8(__ldg((const uint4 *)(xb + i * ldxb) + c), xf);
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[i] = fmaf(wf[j], xf[j], acc[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        for (int o = 16; o > 0; o >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            float *dst = y + i * ldy + row;
+            *dst = accumulate ? *dst + acc[i] : acc[i];
+        }
+    }
+}
+
+static void gemv_bf16(const struct k3_matmul_params *p, const uint16_t *xb, int64_t ldxb,
+                      cudaStream_t s)
+{
+    const struct k3_mat *w = p->w;
+    dim3 grid((unsigned)((w->rows + GEMV_WARPS - 1) / GEMV_WARPS));
+    const uint16_t *wd = (const uint16_t *)w->data;
+    switch (p->n) {
+    case 1: gemv_bf16_kernel<1><<<grid, 32 * GEMV_WARPS, 0, s>>>(wd, w->ld, w->rows, w->cols, xb, ldxb, p->y, p->ldy, p->accumulate); break;
+    case 2: gemv_bf16_kernel<2><<<grid, 32 * GEMV_WARPS, 0, s>>>(wd, w->ld, w->rows, w->cols, xb, ldxb, p->y, p->ldy, p->accumulate); break;
+    case 3: gemv_bf16_kernel<3><<<grid, 32 * GEMV_WARPS, 0, s>>>(wd, w->ld, w->rows, w->cols, xb, ldxb, p->y, p->ldy, p->accumulate); break;
+    default: gemv_bf16_kernel<4><<<grid, 32 * GEMV_WARPS, 0, s>>>(wd, w->ld, w->rows, w->cols, xb, ldxb, p->y, p->ldy, p->accumulate); break;
+    }
+    K3_CHECK_LAUNCH();
 }
 
 static int align_of(const void *p)
@@ -232,6 +304,15 @@ extern "C" void k3_cuda_matmul_launch(struct k3_cuda_matmul_ctx *ctx,
     K3_CHECK(chunk >= 1, "matmul: one row of %lld inputs needs %lld bytes of scratch, the "
              "backend has %zu (raise scratch_bytes)", (long long)key.k, (long long)(2 * ldc),
              ctx->xconv_bytes);
+    int gemv = type == CUDA_R_16BF && !p->trans && p->n <= GEMV_MAX_N && key.k % 8 == 0 &&
+               w->ld % 8 == 0 && ((uintptr_t)w->data & 15) == 0 && chunk >= p->n;
+    if (gemv) {
+        to_16bit_kernel<<<k3_grid_1d(p->n * key.k, 256), 256, 0, s>>>(
+            p->x, p->ldx, p->n, key.k, ctx->xconv, ldc, 1);
+        K3_CHECK_LAUNCH();
+        gemv_bf16(p, (const uint16_t *)ctx->xconv, ldc, s);
+        return;
+    }
     for (int64_t r0 = 0; r0 < p->n; r0 += chunk) {
         int64_t nc = p->n - r0 < chunk ? p->n - r0 : chunk;
         to_16bit_kernel<<<k3_grid_1d(nc * key.k, 256), 256, 0, s>>>(

@@ -250,7 +250,10 @@ static void test_matmul_case(int64_t n, int64_t rows, int64_t cols, int trans, e
 static void test_matmul(void)
 {
     printf("# matmul (cuBLASLt)\n");
-    test_matmul_case(1, 4096, 7168, 0, K3_WFMT_BF16, 0, 0, 0, 0);     /* decode GEMV */
+    test_matmul_case(1, 4096, 7168, 0, K3_WFMT_BF16, 0, 0, 0, 0);     /* decode: the GEMV kernel */
+    test_matmul_case(3, 1000, 512, 0, K3_WFMT_BF16, 5, 3, 0, 0);      /* GEMV, strided x and y */
+    test_matmul_case(4, 333, 264, 0, K3_WFMT_BF16, 0, 1, 8, 1);       /* GEMV, accumulate */
+    test_matmul_case(2, 77, 257, 0, K3_WFMT_BF16, 0, 0, 0, 0);        /* K % 8 != 0: cuBLASLt */
     test_matmul_case(64, 2048, 1536, 0, K3_WFMT_BF16, 0, 0, 0, 0);
     test_matmul_case(7, 1001, 257, 0, K3_WFMT_BF16, 5, 3, 3, 0);      /* odd everything */
     test_matmul_case(300, 384, 4096, 0, K3_WFMT_BF16, 0, 0, 0, 0);    /* > scratch: chunked */
@@ -351,6 +354,7 @@ static void test_norms(void)
     rmsnorm_case(5, 512, 3, 1, 1, 1, 0);         /* strided */
     rmsnorm_case(9, 100, 0, 0, 0, 0, 0);         /* no weight */
     rmsnorm_case(4, 1536, 4, 0, 1, 0, 1);        /* in place, strided */
+    rmsnorm_case(2, 10000, 0, 0, 1, 0, 0);       /* wider than the register cache */
     /* L2 norm: same precision argument as RMSNorm. */
     const int64_t shapes[][2] = {{6 * 32, 128}, {3, 127}, {1, 7168}};
     for (int s = 0; s < 3; s++) {
@@ -485,6 +489,7 @@ static void test_conv(void)
     conv_case(1, 4096, 4, 1, 0);    /* decode */
     conv_case(2, 300, 4, 1, 0);     /* n < W-1: the tail shifts in place */
     conv_case(64, 512, 4, 0, 0);    /* fresh sequence, no tail kept */
+    conv_case(40, 130, 3, 1, 2);    /* width 3: the general kernel */
 }
 
 /* ---- router -------------------------------------------------------------- */

@@ -439,8 +439,9 @@ int main(int argc, char **argv)
                "\"copy_GB_s\": %.1f, \"gemm_bf16_TFLOP_s\": %.1f}\n", date, cb->dev.name, drv, rt,
                copy_gbs, gemm_tflops);
     }
-    bench_matmul(1, 7168, 7168);          /* decode GEMV: weight-bandwidth bound */
-    bench_matmul(16, 7168, 7168);
+    bench_matmul(1, 7168, 7168);          /* decode: the GEMV kernel, weight-bandwidth bound */
+    bench_matmul(4, 7168, 7168);
+    bench_matmul(16, 7168, 7168);         /* past the GEMV's n <= 4: cuBLASLt */
     bench_matmul(1, 18432, 7168);         /* a wide decode projection */
     bench_matmul(4096, 7168, 7168);       /* prefill: compute bound (incl. fp32->bf16 of x) */
     bench_matmul(8192, 4096, 7168);
