@@ -37,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "model/config.h"
@@ -450,6 +452,26 @@ static int copy_tokenizer(const char *dirs, const char *out_dir, struct k3_err *
     return 0;
 }
 
+/* Shards of an earlier run into the same directory that this run does not
+ * rewrite (another shard count) would otherwise stay behind, unused. Only
+ * files named like our shards are removed. */
+static void remove_stale_shards(const char *dir, int n_shards)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int i, n, len = 0;
+        if (sscanf(e->d_name, "model-%5d-of-%5d.safetensors%n", &i, &n, &len) == 2 &&
+            e->d_name[len] == 0 && n != n_shards) {
+            char *p = NULL;
+            if (asprintf(&p, "%s/%s", dir, e->d_name) >= 0) unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+}
+
 static int make_dirs(const char *path, struct k3_err *err)
 {
     char *p = strdup(path);
@@ -528,6 +550,7 @@ int k3_gen_weights(const struct k3_gen_opts *o, struct k3_gen_stats *stats, stru
         used += p.e[i].n_bytes;
     }
     int n_shards = shard + 1;
+    remove_stale_shards(o->out_dir, n_shards);
 
     /* config.json, byte for byte. */
     if (asprintf(&path, "%s/config.json", o->out_dir) < 0) {

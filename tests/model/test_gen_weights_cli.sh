@@ -21,6 +21,12 @@ cmp -s "$SHARED/data/kimi-tokenizer/tiktoken.model" "$OUT/t/tiktoken.model"; che
 cmp -s "$SHARED/data/kimi-k3/tokenizer_config.json" "$OUT/t/tokenizer_config.json"; check "tokenizer_config.json copied" "$?" 0
 check "shard files" "$(ls "$OUT/t" | grep -c '^model-0000[1-4]-of-00004.safetensors$')" 4
 
+# Regenerating into the same directory with another shard count leaves no stale shards.
+"$K3" gen-weights --model-config "$CFG" --out "$OUT/t2" --shard-bytes 3000000 > /dev/null
+"$K3" gen-weights --model-config "$CFG" --out "$OUT/t2" > /dev/null
+check "stale shards removed" "$(ls "$OUT/t2" | grep -c 'safetensors$')" 1
+"$K3" inspect --model "$OUT/t2" > /dev/null; check "regenerated checkpoint valid" "$?" 0
+
 # inspect --model validates and counts what is stored; --model-config counts the config.
 "$K3" inspect --model "$OUT/t" --json > "$OUT/inspect.json"
 check "inspect --model exit" "$?" 0
