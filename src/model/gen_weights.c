@@ -395,6 +395,11 @@ out:
 
 static int copy_file(const char *from, const char *to, struct k3_err *err)
 {
+    /* Regenerating in place (--model-config DIR/config.json --out DIR): nothing to copy,
+     * and opening `to` for writing would truncate the source. */
+    struct stat a, b;
+    if (stat(from, &a) == 0 && stat(to, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return 0;
     FILE *in = fopen(from, "rb");
     if (!in) return k3_err_set(err, "%s: cannot open (%s)", from, strerror(errno));
     FILE *out = fopen(to, "wb");

@@ -25,6 +25,8 @@ check "shard files" "$(ls "$OUT/t" | grep -c '^model-0000[1-4]-of-00004.safetens
 "$K3" gen-weights --model-config "$CFG" --out "$OUT/t2" --shard-bytes 3000000 > /dev/null
 "$K3" gen-weights --model-config "$CFG" --out "$OUT/t2" > /dev/null
 check "stale shards removed" "$(ls "$OUT/t2" | grep -c 'safetensors$')" 1
+"$K3" gen-weights --model-config "$OUT/t2/config.json" --out "$OUT/t2" > /dev/null
+cmp -s "$CFG" "$OUT/t2/config.json"; check "regenerating in place keeps config.json" "$?" 0
 "$K3" inspect --model "$OUT/t2" > /dev/null; check "regenerated checkpoint valid" "$?" 0
 
 # inspect --model validates and counts what is stored; --model-config counts the config.
