@@ -466,6 +466,48 @@ static int notes(struct k3_chat_prompt *p, const struct k3_chat_opts *o)
     return 0;
 }
 
+/* A partial assistant turn, left open for the model to continue (see chat_render.h). */
+static int partial_turn(struct k3_chat_prompt *p, const json_t *m, int thinking,
+                        struct k3_err *err)
+{
+    const char *where = "the partial assistant message";
+    const json_t *name = get(m, "name");
+    const json_t *r = get(m, "reasoning_content");
+    if (!py_truthy(r)) r = get(m, "reasoning");
+    if (r && !json_is_null(r) && !json_is_string(r))
+        return k3_err_set(err, "%s: reasoning_content must be a string", where);
+    if (py_truthy(get(m, "tool_calls")))
+        return k3_err_set(err, "%s cannot carry tool_calls", where);
+    int has_r = thinking && json_is_string(r) &&
+                k3_py_has_nonspace(json_string_value(r), json_string_length(r));
+    struct k3_chat_prompt body = {0};  /* the content, rendered to learn if it is empty */
+    if (content(&body, get(m, "content"), where, err)) {
+        k3_chat_prompt_free(&body);
+        return -1;
+    }
+    open_begin(p, "message");
+    attrs(p, "role", "assistant");
+    if (py_truthy(name) && json_is_string(name))
+        attr(p, "name", json_string_value(name), json_string_length(name));
+    open_end(p);
+    p->ends_in_think = 0;
+    if (has_r) {
+        open_tag(p, "think");
+        text(p, json_string_value(r), json_string_length(r));
+        if (!body.text.n) {  /* no content yet: the model goes on reasoning */
+            p->ends_in_think = 1;
+            k3_chat_prompt_free(&body);
+            return 0;
+        }
+        close_tag(p, "think");
+    }
+    open_tag(p, "response");
+    for (size_t i = 0; i < body.n_segs; i++)  /* each text part stays its own segment */
+        text(p, body.text.p + body.segs[i].off, body.segs[i].len);
+    k3_chat_prompt_free(&body);
+    return 0;
+}
+
 static int message(struct k3_chat_prompt *p, const json_t *m, const json_t *tool_override,
                    const json_t *calls, size_t tool_index, int thinking, const char *where,
                    struct k3_err *err)
@@ -561,6 +603,16 @@ int k3_chat_render(const json_t *messages, const json_t *tools, const struct k3_
         k3_sbuf_free(&b);
     }
 
+    const json_t *partial = NULL;
+    if (o->continue_final) {  /* the reorder only moves tool messages: the last stays last */
+        partial = n ? json_array_get(messages, n - 1) : NULL;
+        if (!is_role(partial, "assistant")) {
+            k3_err_set(err, "a partial (prefilled) turn must be the last message and an "
+                            "assistant message");
+            goto fail;
+        }
+        n--;
+    }
     const json_t *calls = NULL;
     size_t tool_index = 0;
     for (size_t k = 0; k < n; k++) {
@@ -578,7 +630,11 @@ int k3_chat_render(const json_t *messages, const json_t *tools, const struct k3_
     }
     notes(out, o);
     out->stub_seg = out->n_segs;
-    if (o->add_generation_prompt) {
+    out->ends_in_think = o->thinking;
+    if (partial) {
+        if (partial_turn(out, partial, o->thinking, err)) goto fail;
+        out->stub_seg = out->n_segs;
+    } else if (o->add_generation_prompt) {
         open_begin(out, "message");
         attrs(out, "role", "assistant");
         open_end(out);

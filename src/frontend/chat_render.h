@@ -31,7 +31,8 @@ struct k3_chat_prompt {
     struct k3_seg *segs;
     size_t n_segs, cap_segs;
     size_t stub_seg;      /* first segment of the generation stub's last open tag (= n_segs
-                             when there is no generation prompt) */
+                             when there is no generation prompt, or for a partial turn) */
+    int ends_in_think;    /* generation continues inside the think channel */
 };
 
 struct k3_chat_opts {
@@ -40,6 +41,13 @@ struct k3_chat_opts {
     const char *tool_choice;          /* "required" / "none" add a note; NULL or else nothing */
     const json_t *response_format;    /* NULL, or the request's response_format */
     int add_generation_prompt;
+    /* The last message is a partial assistant turn (Moonshot "partial": true) that the model
+     * continues: it is rendered open, after the notes, in place of the generation stub.
+     * Thinking on: with reasoning, <|open|>think<|sep|>REASONING and, when there is content,
+     * <|close|>think<|sep|><|open|>response<|sep|>CONTENT; without reasoning, no think
+     * channel, <|open|>response<|sep|>CONTENT. Every id counts as a prompt token. This is
+     * not in encoding_k3.py; it is what reproduces the 8 KVV partial-prefill counts. */
+    int continue_final;
 };
 
 /* Renders messages (a JSON array) with request tools (NULL, or a JSON array) into out

@@ -272,9 +272,17 @@ static int check_message(struct k3_chat_req *r, const json_t *m, size_t i, json_
         if (check_tool_calls(json_object_get(m, "tool_calls"), w, e)) return -1;
         const json_t *partial = json_object_get(m, "partial");
         snprintf(p, sizeof p, "%s.partial", w);
-        if (json_is_true(partial))
-            return fail(e, p, "'%s': partial (prefilled) assistant messages are not supported "
-                        "yet", p);
+        if (partial && !json_is_boolean(partial) && !json_is_null(partial))
+            return fail(e, p, "'%s' must be a boolean", p);
+        if (json_is_true(partial)) {
+            if (i + 1 != json_array_size(json_object_get(r->root, "messages")))
+                return fail(e, p, "'%s': only the last message may be partial (a prefix the "
+                            "model continues)", p);
+            const json_t *tc = json_object_get(m, "tool_calls");
+            if (json_is_array(tc) && json_array_size(tc))
+                return fail(e, p, "'%s': a partial message cannot carry tool_calls", p);
+            r->partial = 1;
+        }
     } else if (json_object_get(m, "tool_calls") && !json_is_null(json_object_get(m, "tool_calls"))) {
         snprintf(p, sizeof p, "%s.tool_calls", w);
         return fail(e, p, "'%s': only assistant messages may carry tool_calls", p);
@@ -574,13 +582,15 @@ struct k3_chat_opts k3_chat_req_opts(const struct k3_chat_req *r)
         .tool_choice = r->tool_choice,
         .response_format = r->response_format,
         .add_generation_prompt = 1,
+        .continue_final = r->partial,
     };
 }
 
-struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *r, uint64_t id_seed)
+struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *r,
+                                        const struct k3_chat_prompt *prompt, uint64_t id_seed)
 {
     return (struct k3_outp_cfg){
-        .thinking = r->thinking,
+        .thinking = prompt->ends_in_think,
         .drop_calls = r->tool_choice && !strcmp(r->tool_choice, "none"),
         .tool_names = r->tool_names,
         .n_tool_names = r->n_tool_names,

@@ -40,6 +40,7 @@ struct k3_chat_req {
     const json_t *response_format;  /* NULL when absent */
     enum k3_rf_type rf_type;
     const json_t *response_schema;  /* json_schema.schema, or NULL */
+    int partial;                    /* the last message is a partial assistant turn */
     int stream, include_usage;
     long long max_tokens;           /* max_completion_tokens or max_tokens; -1 if absent */
     double temperature, top_p;      /* the defaults when absent: 1.0 (thinking) / 0.6, 0.95 */
@@ -62,11 +63,13 @@ struct k3_chat_opts k3_chat_req_opts(const struct k3_chat_req *req);
 int k3_chat_req_render(const struct k3_chat_req *req, struct k3_chat_prompt *p,
                        struct k3_api_err *e);
 
-/* The output parser's configuration for a valid request: the think channel is open when
- * thinking is on (the stub ends in <|open|>think<|sep|>), tool_choice "none" drops calls,
+/* The output parser's configuration for a valid request and its rendered prompt: the
+ * think channel is open when the prompt ends inside it (the stub <|open|>think<|sep|>, or a
+ * partial turn's reasoning), tool_choice "none" drops calls,
  * only declared tools (request + dynamic) are accepted. The names point into req, which
  * must outlive the parser. id_seed: a fresh random value per request. */
-struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *req, uint64_t id_seed);
+struct k3_outp_cfg k3_chat_req_outp_cfg(const struct k3_chat_req *req,
+                                        const struct k3_chat_prompt *prompt, uint64_t id_seed);
 
 /* {"error":{"message":…,"type":…,"param":…,"code":null}}; malloc'ed. */
 char *k3_api_err_json(const struct k3_api_err *e);

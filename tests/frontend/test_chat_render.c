@@ -39,10 +39,10 @@ static char *render(const char *body, size_t *n_ids, size_t *n_prompt, struct k3
     return s;
 }
 
-static void test_kvv_cases(void)
+static void test_kvv_cases(const char *path, int n_expected)
 {
-    FILE *f = fopen(K3_KVV_CASES, "r");
-    CHECK_MSG(f != NULL, "cannot open %s", K3_KVV_CASES);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
     if (!f) return;
     char *line = NULL;
     size_t cap = 0;
@@ -77,8 +77,8 @@ static void test_kvv_cases(void)
     }
     free(line);
     fclose(f);
-    printf("KVV prompt_tokens: %d of %d cases exact\n", exact, n);
-    CHECK(n == 44);
+    printf("KVV prompt_tokens (%s): %d of %d cases exact\n", strrchr(path, '/') + 1, exact, n);
+    CHECK(n == n_expected);
 }
 
 static const char *example_24 =
@@ -342,6 +342,39 @@ static void test_walle_schemas(void)
     CHECK(n >= 200);
 }
 
+/* Where generation continues after a partial turn decides the parser's first channel. */
+static void test_partial_ends(void)
+{
+    static const struct { const char *msg; int think; const char *tail; } cases[] = {
+        {"\"reasoning_content\": \"r\"", 1, "<|open|>think<|sep|>r"},
+        {"\"reasoning_content\": \"r\", \"content\": \"c\"", 0,
+         "<|open|>think<|sep|>r<|close|>think<|sep|><|open|>response<|sep|>c"},
+        {"\"reasoning_content\": \" \", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, "
+         "{\"type\": \"text\", \"text\": \"b\"}]", 0,
+         "role=\"assistant\"<|sep|><|open|>response<|sep|>ab"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+                 "{\"role\": \"assistant\", \"partial\": true, %s}], \"tool_choice\": \"none\"}",
+                 cases[i].msg);
+        struct k3_chat_req req;
+        struct k3_api_err e;
+        struct k3_chat_prompt p;
+        CHECK(k3_chat_req_parse(body, strlen(body), &req, &e) == 0);
+        CHECK(k3_chat_req_render(&req, &p, &e) == 0);
+        size_t tl = strlen(cases[i].tail);
+        CHECK_MSG(p.text.n >= tl && !strcmp(p.text.p + p.text.n - tl, cases[i].tail), "%s", p.text.p);
+        CHECK(p.ends_in_think == cases[i].think);
+        CHECK(k3_chat_req_outp_cfg(&req, &p, 1).thinking == cases[i].think);
+        /* the notes come before the partial turn, which stays last */
+        CHECK(strstr(p.text.p, "tool_choice=none") && strstr(p.text.p, "tool_choice=none") <
+              strstr(p.text.p, "role=\"assistant\""));
+        k3_chat_prompt_free(&p);
+        k3_chat_req_free(&req);
+    }
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -349,7 +382,9 @@ int main(void)
         fprintf(stderr, "tokenizer: %s\n", err.msg);
         return 1;
     }
-    test_kvv_cases();
+    test_kvv_cases(K3_KVV_CASES, 44);
+    test_kvv_cases(K3_KVV_PARTIAL_CASES, 8);
+    test_partial_ends();
     test_example_24();
     test_special_text_is_plain();
     test_encoder_rules();

@@ -244,8 +244,13 @@ static void test_messages(void)
             "\"[1]\"}}]}]}", "messages[1].tool_calls[0].function.arguments");
     rejects("tool_calls on user", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": []}]}",
             "messages[0].tool_calls");
-    rejects("partial prefill", "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"inc\", "
-            "\"partial\": true}]}", "messages[1].partial");
+    accepts("partial prefill", "{\"messages\": [" USER ", {\"role\": \"assistant\", \"content\": \"inc\", "
+            "\"partial\": true}]}");
+    rejects("partial not last", "{\"messages\": [{\"role\": \"assistant\", \"content\": \"inc\", "
+            "\"partial\": true}, " USER "]}", "messages[0].partial");
+    rejects("partial with tool_calls", "{\"messages\": [" USER ", {\"role\": \"assistant\", "
+            "\"partial\": true, \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", "
+            "\"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}]}", "messages[1].partial");
     rejects("reasoning not string", "{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\", "
             "\"reasoning_content\": 3}]}", "messages[0].reasoning_content");
     rejects("max_tokens 0", "{\"messages\": [" USER "], \"max_tokens\": 0}", "max_tokens");
@@ -287,13 +292,18 @@ static void test_outp_cfg(void)
     struct k3_chat_req r;
     struct k3_api_err e;
     CHECK(k3_chat_req_parse(body, strlen(body), &r, &e) == 0);
-    struct k3_outp_cfg c = k3_chat_req_outp_cfg(&r, 9);
+    struct k3_chat_prompt pr;
+    CHECK(k3_chat_req_render(&r, &pr, &e) == 0);
+    struct k3_outp_cfg c = k3_chat_req_outp_cfg(&r, &pr, 9);
+    k3_chat_prompt_free(&pr);
     CHECK(c.thinking == 0 && c.drop_calls == 1 && c.n_tool_names == 2);
     CHECK(c.n_tool_names == 2 && !strcmp(c.tool_names[0], "g") && !strcmp(c.tool_names[1], "d"));
     k3_chat_req_free(&r);
     body = "{\"messages\": [" SYS_TOOLS(TOOL("d")) ", " USER "]}";
     CHECK(k3_chat_req_parse(body, strlen(body), &r, &e) == 0);
-    c = k3_chat_req_outp_cfg(&r, 9);
+    CHECK(k3_chat_req_render(&r, &pr, &e) == 0);
+    c = k3_chat_req_outp_cfg(&r, &pr, 9);
+    k3_chat_prompt_free(&pr);
     CHECK(c.thinking == 1 && c.drop_calls == 0 && c.n_tool_names == 1);
     /* a call to the dynamic tool parses, an undeclared one is dropped */
     struct k3_outp *p = k3_outp_new(&c);
