@@ -29,7 +29,7 @@ fi
 printf '\x09\x05The user wants weather.<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>' \
     > "$work/out_parse/seed1"
 status=0
-for t in request out_parse; do
+for t in out_parse request; do
     per=$(( (runs + jobs - 1) / jobs ))
     mkdir -p "$logs/$t"
     rm -f "$logs/$t"/*.log
