@@ -14,7 +14,8 @@ struct loader {
     struct k3_err *err;
 };
 
-static float *own(struct loader *L, int64_t n)
+/* An allocation owned by the weights (freed by k3_weights_free). */
+static void *own_bytes(struct loader *L, size_t bytes)
 {
     struct k3_weights *w = L->w;
     if (w->n_owned == w->cap_owned) {
@@ -24,10 +25,12 @@ static float *own(struct loader *L, int64_t n)
         w->owned = p;
         w->cap_owned = cap;
     }
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    void *f = malloc(bytes ? bytes : 1);
     if (f) w->owned[w->n_owned++] = f;
     return f;
 }
+
+static float *own(struct loader *L, int64_t n) { return own_bytes(L, sizeof(float) * (size_t)n); }
 
 /* A non-linear tensor as fp32: its first n elements (n <= numel; A_log of K3
  * is stored padded, §10.3). Exact widening of f32/bf16/f16. */
@@ -197,7 +200,7 @@ static int load_moe(struct loader *L, int l, struct k3_moe_weights *m)
         if (c->latent_moe_use_norm && vec(L, &m->latent_norm, lw, P "routed_expert_norm.weight", l))
             return -1;
     }
-    struct k3_mat *ws = (struct k3_mat *)own(L, (int64_t)(3 * E * sizeof(struct k3_mat) / sizeof(float) + 1));
+    struct k3_mat *ws = own_bytes(L, sizeof(struct k3_mat) * (size_t)(3 * E));
     if (!ws) return k3_err_set(L->err, "out of memory");
     m->w1 = ws;
     m->w3 = ws + E;
