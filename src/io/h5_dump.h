@@ -59,6 +59,11 @@ struct k3_h5_dump_opts {
     const char *identity;          /* everything that must match for a resume
                                       (input hash, layers, dtype, ...); the
                                       writer adds its own layout to it */
+    int hdf5_io;                   /* 1: rows go through H5Dwrite (collective MPI-IO
+                                      in the shared file), the simple reference
+                                      path; 0: chunks are written with pwrite
+                                      (O_DIRECT where aligned) at the addresses
+                                      HDF5 allocated (h5_dump.c says why) */
     int no_fsync;                  /* 1: skip fsync of data and journal (tests on
                                       tmpfs; a killed process loses nothing
                                       that reached the page cache anyway) */
@@ -108,6 +113,8 @@ int k3_h5_dump_finish(struct k3_h5_dump *w, struct k3_err *err);
 struct k3_h5_dump_stats {
     int64_t samples_committed, tokens_written;
     int64_t bytes_written;         /* hidden-state bytes written by all ranks so far */
+    int64_t direct_chunks;         /* this rank: whole chunks written with O_DIRECT */
+    int64_t plain_writes;          /* this rank: other raw writes (partial chunks, no O_DIRECT) */
 };
 void k3_h5_dump_stats(const struct k3_h5_dump *w, struct k3_h5_dump_stats *st);
 

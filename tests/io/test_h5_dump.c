@@ -28,6 +28,7 @@ struct cfg {
     int per_rank, f32, leaders_every;   /* holders: ranks r with r % leaders_every == 0 */
     int n_ds;
     int flush_every;                    /* samples per rank between flushes */
+    int hdf5_io;                        /* the H5Dwrite reference path */
 };
 
 static const char *ds_names[] = {"layer_0", "layer_3", "final"};
@@ -60,7 +61,8 @@ static void fill_opts(const struct cfg *c, struct k3_h5_dump_opts *o, const char
                                   .datasets = ds_names, .hidden = c->hidden,
                                   .dtype = c->f32 ? K3_H5_DUMP_F32 : K3_H5_DUMP_BF16,
                                   .chunk_tokens = c->chunk, .per_rank_files = c->per_rank,
-                                  .n_attrs = 1, .attrs = attrs, .identity = "test", .no_fsync = 1};
+                                  .n_attrs = 1, .attrs = attrs, .identity = "test", .no_fsync = 1,
+                                  .hdf5_io = c->hdf5_io};
 }
 
 /* Runs samples [n_done, stop) (stop < n_samples: abandon there, as a kill
@@ -104,6 +106,13 @@ static int run_dump(const struct cfg *c, const char *path, int64_t stop, int64_t
     }
     free(rows);
     if (stop == c->n_samples) CHECK_MSG(k3_h5_dump_finish(w, &err) == 0, "%s: finish: %s", c->name, err.msg);
+    struct k3_h5_dump_stats st;
+    k3_h5_dump_stats(w, &st);
+    if (strstr(c->name, "direct") && !c->hdf5_io && n_done == 0) {
+        int64_t n_direct = st.direct_chunks, all;
+        MPI_Allreduce(&n_direct, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        CHECK_MSG(all > 0, "%s: no chunk went through O_DIRECT", c->name);
+    }
     k3_h5_dump_free(w);
 out:
     free(len);
@@ -179,20 +188,38 @@ static void verify(const struct cfg *c, const char *path)
     free(mask);
 }
 
+/* Also removes what an earlier run of the test left at that path. */
 static void path_for(char *buf, size_t n, const char *name)
 {
     snprintf(buf, n, "%s/%s-np%d.h5", dir, name, world);
+    if (rank == 0) {
+        char p[700];
+        unlink(buf);
+        snprintf(p, sizeof p, "%s.journal", buf);
+        unlink(p);
+        for (int r = 0; r < world; r++) {
+            snprintf(p, sizeof p, "%s.r%d-of-%d.h5", buf, r, world);
+            unlink(p);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 static void test_layouts(void)
 {
     const struct cfg cases[] = {
-        {"shared-bf16", 23, 1, 40, 16, 24, 0, 0, 1, 3, 2},
-        {"shared-f32-leaders", 17, 5, 70, 32, 8, 0, 1, 2, 2, 1},
-        {"shared-chunk-divides", 12, 8, 8, 8, 4, 0, 0, 1, 1, 1},
-        {"shared-one-chunk", 5, 3, 9, 4096, 8, 0, 0, 1, 2, 3},
-        {"perrank-bf16", 23, 1, 40, 16, 24, 1, 0, 1, 3, 2},
-        {"perrank-f32-leaders", 17, 5, 70, 32, 8, 1, 1, 2, 2, 1},
+        {"shared-bf16", 23, 1, 40, 16, 24, 0, 0, 1, 3, 2, 0},
+        {"shared-f32-leaders", 17, 5, 70, 32, 8, 0, 1, 2, 2, 1, 0},
+        {"shared-chunk-divides", 12, 8, 8, 8, 4, 0, 0, 1, 1, 1, 0},
+        {"shared-one-chunk", 5, 3, 9, 4096, 8, 0, 0, 1, 2, 3, 0},
+        {"perrank-bf16", 23, 1, 40, 16, 24, 1, 0, 1, 3, 2, 0},
+        {"perrank-f32-leaders", 17, 5, 70, 32, 8, 1, 1, 2, 2, 1, 0},
+        /* 4 KiB-multiple chunks at 4 KiB addresses: the O_DIRECT path (where the file system has it) */
+        {"shared-direct", 40, 1, 300, 64, 32, 0, 0, 1, 2, 2, 0},
+        {"perrank-direct-f32", 40, 1, 300, 64, 16, 1, 1, 2, 2, 2, 0},
+        {"shared-hdf5io", 23, 1, 40, 16, 24, 0, 0, 1, 3, 2, 1},
+        {"perrank-hdf5io", 23, 1, 40, 16, 24, 1, 0, 1, 3, 2, 1},
+        {"shared-direct-hdf5io", 40, 1, 300, 64, 32, 0, 0, 1, 2, 2, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -213,8 +240,10 @@ static void test_layouts(void)
 static void test_resume(void)
 {
     const struct cfg cases[] = {
-        {"resume-shared", 30, 1, 40, 16, 8, 0, 0, 1, 2, 1},
-        {"resume-perrank", 30, 1, 40, 16, 8, 1, 0, 1, 2, 1},
+        {"resume-shared", 30, 1, 40, 16, 8, 0, 0, 1, 2, 1, 0},
+        {"resume-perrank", 30, 1, 40, 16, 8, 1, 0, 1, 2, 1, 0},
+        {"resume-direct", 60, 1, 300, 64, 32, 0, 0, 1, 2, 1, 0},
+        {"resume-hdf5io", 30, 1, 40, 16, 8, 0, 0, 1, 2, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -262,7 +291,7 @@ static int open_expect_fail(const struct cfg *c, const char *path, const char *i
 
 static void test_errors(void)
 {
-    struct cfg c = {"errors", 6, 2, 9, 4, 4, 0, 0, 1, 1, 1};
+    struct cfg c = {"errors", 6, 2, 9, 4, 4, 0, 0, 1, 1, 1, 0};
     char path[512];
     int64_t n_done;
     /* A partial dump, then the same path with other settings: refused, untouched. */
