@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the frontend fuzz targets (not part of the default test run).
-#   tests/frontend/fuzz/run_fuzz.sh BUILD_DIR [RUNS] [JOBS]
+#   tests/frontend/fuzz/run_fuzz.sh BUILD_DIR [RUNS] [JOBS] [TARGETS]
+# TARGETS: "out_parse request" (default) or one of them, so the two can run side by side.
+# K3_FUZZ_MAX_LEN caps the input size (default 4096 bytes).
 # BUILD_DIR is configured with clang and the fuzzer instrumentation, e.g.
 #   CC=clang cmake -S . -B build-fuzz -G Ninja -DK3_FUZZ=ON \
 #       -DK3_SANITIZE=fuzzer-no-link,address,undefined
@@ -12,6 +14,8 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 runs=${2:-10000000}
 jobs=${3:-1}
+targets=${4:-out_parse request}
+max_len=${K3_FUZZ_MAX_LEN:-4096}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 work=$build/fuzz-work
@@ -29,12 +33,12 @@ fi
 printf '\x09\x05The user wants weather.<|close|>think<|sep|><|open|>response<|sep|>ok<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>' \
     > "$work/out_parse/seed1"
 status=0
-for t in out_parse request; do
+for t in $targets; do
     per=$(( (runs + jobs - 1) / jobs ))
     mkdir -p "$logs/$t"
     rm -f "$logs/$t"/*.log
     # -runs counts per process: with JOBS > 1 each job runs its share, logging to fuzz-N.log.
-    args=(-dict="$here/k3.dict" -runs="$per" -max_len=8192 -timeout=10 -rss_limit_mb=2048
+    args=(-dict="$here/k3.dict" -runs="$per" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048
           -print_final_stats=1)
     if [[ $jobs -gt 1 ]]; then args+=(-jobs="$jobs" -workers="$jobs"); fi
     rc=0
