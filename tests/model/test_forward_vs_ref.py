@@ -32,12 +32,15 @@ def main():
     ap.add_argument("--work", default=None)
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--lengths", default="1,17,64,100,300")
+    ap.add_argument("--decode-lengths", default="17,100", help="lengths that also run prefill + decode")
+    ap.add_argument("--models", default="k3-tiny,kimi-linear-tiny")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="k3-fwd-")
     n_fail = n_pass = 0
     print(f"# {'model':18s} {'seed':>4s} {'tokens':>6s} {'worst rel':>10s} {'% tol':>6s} "
           f"{'logits rel':>10s} {'C s':>6s} {'ref s':>6s}  first over tol")
-    for model in ("k3-tiny", "kimi-linear-tiny"):
+    decode_lengths = [int(x) for x in a.decode_lengths.split(",")]
+    for model in a.models.split(","):
         for seed in [int(s) for s in a.seeds.split(",")]:
             ck = os.path.join(work, f"{model}-s{seed}")
             if not os.path.exists(os.path.join(ck, "config.json")):
@@ -65,7 +68,7 @@ def main():
                 n_fail += bad
                 n_pass += not bad
                 # prefill(N) + decode of the rest == one prefill, and threads don't change bits.
-                if n in (17, 100):
+                if n in decode_lengths:
                     split = n // 2 + 1
                     d_logits, di = cmp.run_c(a.k3, ck, ids, cdir, decode_from=split)
                     drel = cmp.rel_err(d_logits, c_logits.astype(np.float64))
