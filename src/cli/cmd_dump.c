@@ -23,7 +23,12 @@
  * rows from whichever ranks hold them. Samples are processed in rounds of at
  * least scheduler.max_batch_tokens × adp tokens (the same cut on every rank),
  * and every round ends with a collective flush, which is also the resume
- * granularity (the journal advances once per round). */
+ * granularity (the journal advances once per round).
+ *
+ * Environment, for tests and diagnosis: K3_DUMP_PER_RANK_FILES=1 writes
+ * per-rank files joined by virtual datasets even with parallel HDF5 (the
+ * serial-HDF5 layout); K3_DUMP_HDF5_IO=1 sends the rows through H5Dwrite (the
+ * writer's reference path); K3_DUMP_NO_FSYNC=1 skips fsync (tmpfs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,17 +270,23 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void progress(const struct k3_h5_dump *w, int64_t n_samples, int64_t s0, int64_t tok0, double t0, int last)
+/* The progress line (rank 0): on a terminal redrawn after every flush, in a
+ * log file one line every 5 s. Rates are over this run (a resume starts anew). */
+struct progress {
+    int64_t n_samples, s0, tok0;
+    double t0, t_last;
+};
+
+static void progress(struct progress *pg, const struct k3_h5_dump *w, int last)
 {
-    static double t_last;   /* not state of the dump: only when the line was last printed */
     double t = now_s();
     int tty = isatty(2);
-    if (!last && !tty && t - t_last < 5.0) return;
-    t_last = t;
+    if (!last && !tty && t - pg->t_last < 5.0) return;
+    pg->t_last = t;
     struct k3_h5_dump_stats st;
     k3_h5_dump_stats(w, &st);
-    double dt = t - t0 > 1e-9 ? t - t0 : 1e-9;
-    int64_t tok = st.tokens_written - tok0;
+    double dt = t - pg->t0 > 1e-9 ? t - pg->t0 : 1e-9;
+    int64_t n_samples = pg->n_samples, s0 = pg->s0, tok = st.tokens_written - pg->tok0;
     double mb = (double)tok * ((double)st.bytes_written / (double)(st.tokens_written ? st.tokens_written : 1)) / 1e6;
     int width = 30, fill = (int)(width * st.samples_committed / (n_samples ? n_samples : 1));
     char bar[64];
@@ -453,6 +464,7 @@ int k3_cmd_dump(struct k3_cli *cli)
 #endif
         .n_attrs = (int)(sizeof attrs / sizeof attrs[0]), .attrs = attrs, .identity = identity,
         .no_fsync = getenv("K3_DUMP_NO_FSYNC") && getenv("K3_DUMP_NO_FSYNC")[0] == '1',
+        .hdf5_io = getenv("K3_DUMP_HDF5_IO") && getenv("K3_DUMP_HDF5_IO")[0] == '1',
     };
     (void)per_rank_env;
     struct k3_h5_dump_input win = {.n_samples = smp.n, .sample_len = smp.len, .tokens = smp.tokens,
@@ -480,9 +492,10 @@ int k3_cmd_dump(struct k3_cli *cli)
 
     /* Rounds of at least round_tokens tokens; a collective flush after each. */
     int64_t round_tokens = (int64_t)dp->scheduler.max_batch_tokens * groups.adp;
-    double t0 = now_s();
     struct k3_h5_dump_stats st0;
     k3_h5_dump_stats(w, &st0);
+    struct progress pg = {.n_samples = smp.n, .s0 = st0.samples_committed, .tok0 = st0.tokens_written,
+                          .t0 = now_s(), .t_last = now_s()};
     for (int64_t s = n_done; s < smp.n;) {
         int64_t end = s, tok = 0;
         while (end < smp.n && (tok < round_tokens || end == s)) tok += smp.len[end++];
@@ -511,7 +524,7 @@ int k3_cmd_dump(struct k3_cli *cli)
                               "resume %s\n", err.msg, out);
             goto done;
         }
-        if (root && end < smp.n) progress(w, smp.n, st0.samples_committed, st0.tokens_written, t0, 0);
+        if (root && end < smp.n) progress(&pg, w, 0);
         s = end;
     }
     if (k3_h5_dump_finish(w, &err)) {
@@ -519,7 +532,7 @@ int k3_cmd_dump(struct k3_cli *cli)
         goto done;
     }
     if (root) {
-        progress(w, smp.n, st0.samples_committed, st0.tokens_written, t0, 1);
+        progress(&pg, w, 1);
         K3_INFO(CMD ": wrote %s", out);
     }
     rc = K3_EXIT_OK;
