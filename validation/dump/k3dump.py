@@ -122,8 +122,10 @@ class HiddenStateDataset(Dataset):
         return len(self.file)
 
     def _t(self, a):
-        t = torch.from_numpy(np.ascontiguousarray(a))
-        return t.view(torch.bfloat16) if self.file.dtype == "bfloat16" else t
+        a = np.ascontiguousarray(a)
+        if self.file.dtype == "bfloat16":   # via int16: older torch has no uint16 tensors
+            return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(a)
 
     def __getitem__(self, i):
         s = self.file.sample(i, self.layers, final=True)
