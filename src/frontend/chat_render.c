@@ -661,12 +661,19 @@ void k3_chat_prompt_free(struct k3_chat_prompt *p)
 size_t k3_chat_prompt_encode(const struct k3_tok *tok, const struct k3_chat_prompt *p,
                              struct k3_tok_ids *ids)
 {
+    return k3_chat_prompt_encode_pool(tok, p, NULL, ids);
+}
+
+size_t k3_chat_prompt_encode_pool(const struct k3_tok *tok, const struct k3_chat_prompt *p,
+                                  struct k3_pool *pool, struct k3_tok_ids *ids)
+{
     size_t start = ids->n, n_prompt = ids->n;
     for (size_t i = 0; i < p->n_segs; i++) {
         const struct k3_seg *s = &p->segs[i];
         if (i == p->stub_seg) n_prompt = ids->n;
+        /* short segments (tags, attributes) are not worth a pool dispatch */
         k3_tok_encode(tok, p->text.p + s->off, s->len, s->special ? K3_TOK_SPECIAL : K3_TOK_PLAIN,
-                      NULL, ids);
+                      s->len >= 65536 ? pool : NULL, ids);
     }
     if (p->stub_seg >= p->n_segs) n_prompt = ids->n;
     return n_prompt - start;

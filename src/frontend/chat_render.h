@@ -60,6 +60,10 @@ void k3_chat_prompt_free(struct k3_chat_prompt *p);
  * K3 reports it: every id before the generation stub's last open tag. */
 size_t k3_chat_prompt_encode(const struct k3_tok *tok, const struct k3_chat_prompt *p,
                              struct k3_tok_ids *ids);
+/* The same with a thread pool for long segments (a pasted document, a long tool result):
+ * identical ids (tokenizer.h), less time to the first token. pool may be NULL. */
+size_t k3_chat_prompt_encode_pool(const struct k3_tok *tok, const struct k3_chat_prompt *p,
+                                  struct k3_pool *pool, struct k3_tok_ids *ids);
 
 /* Python str.isspace() for one code point; used for the encoder's .strip() tests. */
 int k3_py_isspace(unsigned cp);

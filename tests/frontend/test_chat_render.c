@@ -9,6 +9,7 @@
 
 #include "frontend/chat_render.h"
 #include "frontend/json_py.h"
+#include "kernels/cpu/pool.h"
 #include "frontend/request.h"
 #include "k3_test.h"
 
@@ -397,6 +398,35 @@ static void test_partial_ends(void)
     }
 }
 
+/* A long pasted document tokenizes with a thread pool to the same ids. */
+static void test_pool_encode(void)
+{
+    struct k3_sbuf doc = {0};
+    for (int i = 0; doc.n < 300000; i++)
+        k3_sbuf_addf(&doc, "Line %d: Hello, 世界! <|open|> tabs\t\tand  spaces; \u00e9t\u00e9 %d\n", i, i * 7);
+    json_t *req = json_pack("{s:[{s:s,s:s}]}", "messages", "role", "user", "content", doc.p);
+    char *body = json_dumps(req, 0);
+    struct k3_chat_req r;
+    struct k3_api_err e;
+    struct k3_chat_prompt p;
+    CHECK(k3_chat_req_parse(body, strlen(body), &r, &e) == 0 && k3_chat_req_render(&r, &p, &e) == 0);
+    struct k3_pool pool;
+    CHECK(k3_pool_init(&pool, 2) == 0);
+    struct k3_tok_ids a = {0}, b = {0};
+    size_t na = k3_chat_prompt_encode(tok, &p, &a);
+    size_t nb = k3_chat_prompt_encode_pool(tok, &p, &pool, &b);
+    CHECK(na == nb && a.n == b.n && !memcmp(a.ids, b.ids, a.n * sizeof *a.ids));
+    CHECK(a.n > 50000);
+    k3_pool_free(&pool);
+    k3_tok_ids_free(&a);
+    k3_tok_ids_free(&b);
+    k3_chat_prompt_free(&p);
+    k3_chat_req_free(&r);
+    free(body);
+    json_decref(req);
+    k3_sbuf_free(&doc);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -412,6 +442,7 @@ int main(void)
     test_encoder_rules();
     test_render_errors();
     test_walle_schemas();
+    test_pool_encode();
     k3_tok_free(tok);
     return k3_test_summary();
 }
