@@ -138,6 +138,16 @@ static struct k3_outp *parse_checked(const char *name, const char *text, int thi
         k3_outp_free(p);
     }
     CHECK_MSG(bad == 0, "%s: %d chunkings differ from the whole parse", name, bad);
+    /* nothing leaks: no marker in reasoning, content or a tool name, whatever the input */
+    const struct k3_outp_result *r = k3_outp_result(ref);
+    static const char *const markers[] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+    for (int m = 0; m < 4; m++) {
+        CHECK_MSG(!(r->reasoning.p && strstr(r->reasoning.p, markers[m])) &&
+                  !(r->content.p && strstr(r->content.p, markers[m])), "%s: %s leaked", name,
+                  markers[m]);
+        for (size_t i = 0; i < r->n_calls; i++)
+            CHECK_MSG(!strstr(r->calls[i].name, markers[m]), "%s: %s in a tool name", name, markers[m]);
+    }
     return ref;
 }
 
