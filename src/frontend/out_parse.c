@@ -53,6 +53,8 @@ struct k3_outp {
     struct k3_sbuf ws_hold;   /* whitespace after </think>, before anything else */
     int finished;
     uint64_t rng;
+    int32_t marker_id[M_COUNT];  /* the markers' special ids (k3_outp_feed_ids) */
+    int marker_ids_set;
 };
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -497,14 +499,32 @@ void k3_outp_feed(struct k3_outp *p, const char *text, size_t len, struct k3_out
     lex(p, 0, d);
 }
 
+/* Ids know what text cannot: a marker is its special id, and marker-like text made of
+ * ordinary tokens (a model writing about "<|close|>" in code, as users' text is rendered)
+ * is text. So ids bypass the marker scan: special marker ids are events, everything else
+ * is literal text. Text fed before with k3_outp_feed is flushed first. */
 int k3_outp_feed_ids(struct k3_outp *p, struct k3_detok *dt, const int32_t *ids, size_t n,
                      struct k3_outp_delta *d)
 {
     char buf[K3_DETOK_MAX_OUT];
+    if (p->finished) return 0;
+    if (!p->marker_ids_set) {
+        for (int m = 0; m < M_COUNT; m++) p->marker_id[m] = k3_tok_special_id(dt->tok, marker_text[m]);
+        p->marker_ids_set = 1;
+    }
+    lex(p, 1, d);  /* held-back text from k3_outp_feed is text now */
     for (size_t i = 0; i < n; i++) {
+        int m = 0;
+        while (m < M_COUNT && p->marker_id[m] != ids[i]) m++;
+        if (m < M_COUNT) {
+            int len = k3_detok_flush(dt, buf);  /* bytes held for UTF-8 come out first */
+            on_text(p, buf, (size_t)len, d);
+            on_marker(p, (enum marker)m, d);
+            continue;
+        }
         int len = k3_detok_push(dt, ids[i], buf);
         if (len < 0) return -1;
-        k3_outp_feed(p, buf, (size_t)len, d);
+        on_text(p, buf, (size_t)len, d);
     }
     return 0;
 }

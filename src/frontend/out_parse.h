@@ -97,9 +97,11 @@ void k3_outp_free(struct k3_outp *p);
 
 /* Feeds generated text (UTF-8, any chunking); appends what it completes to d. */
 void k3_outp_feed(struct k3_outp *p, const char *text, size_t len, struct k3_outp_delta *d);
-/* Feeds generated ids through a streaming detokenizer (special ids become their marker
- * text). Returns -1 for an id out of range (the ids before it are fed), else 0. At the
- * end, feed what k3_detok_flush returns before k3_outp_finish. */
+/* Feeds generated ids through a streaming detokenizer. The server's path: a marker is
+ * recognised by its special id only, so marker-like text spelled with ordinary tokens stays
+ * text (the text path cannot tell them apart). Returns -1 for an id out of range (the ids
+ * before it are fed), else 0. At the end, feed what k3_detok_flush returns (k3_outp_feed)
+ * before k3_outp_finish. Mixing with k3_outp_feed flushes held-back text as text. */
 int k3_outp_feed_ids(struct k3_outp *p, struct k3_detok *dt, const int32_t *ids, size_t n,
                      struct k3_outp_delta *d);
 /* Ends the stream; appends the last pieces to d and fixes finish_reason. Feeding after

@@ -112,6 +112,7 @@ static struct k3_outp *run(const struct k3_outp_cfg *cfg, const char *text, enum
 }
 
 static const char *const declared[] = {"get_weather", "get_time", "f"};
+static int skip_ids;  /* the case's text holds marker prefixes that ids spell as plain text */
 
 /* Parses text whole, then under 1-byte, 40 random and per-token chunkings; every streamed
  * run must equal the whole parse and its deltas must add up. Returns the whole parse. */
@@ -127,6 +128,7 @@ static struct k3_outp *parse_checked(const char *name, const char *text, int thi
     int bad = 0;
     for (int k = 0; k < 43; k++) {
         int chunking = k == 0 ? 1 : k == 1 ? 3 : 2;
+        if (chunking == 3 && skip_ids) continue;
         struct acc a = {0};
         struct k3_outp *p = run(&cfg, text, why, chunking, (unsigned)k * 7919u, &a);
         if (!same_result(k3_outp_result(p), k3_outp_result(ref)) ||
@@ -247,7 +249,9 @@ static void test_truncation(void)
           str_is(&r->calls[0].args, "{\"a\": \"x\", \"b\": \"partial va"));
     k3_outp_free(p);
     /* cut inside a marker: the marker prefix does not leak into content */
+    skip_ids = 1;  /* as ids, "<|clo" is ordinary tokens: text, not a cut marker */
     p = parse_checked("length mid-marker", "answer<|clo", 0, 0, K3_FINISH_LENGTH);
+    skip_ids = 0;
     r = k3_outp_result(p);
     CHECK(str_is(&r->content, "answer") && !strcmp(r->finish_reason, "length"));
     k3_outp_free(p);
@@ -376,6 +380,43 @@ static void test_string_args_stream(void)
     k3_outp_free(p);
 }
 
+/* Through ids, marker text spelled with ordinary tokens is text: a model quoting
+ * "<|close|>argument<|sep|>" inside a code argument does not end the argument (the text
+ * path, like vLLM's regexes, cannot tell). */
+static void test_literal_markers_in_ids(void)
+{
+    struct k3_tok_ids ids = {0};
+    const char *a = "<|open|>call tool=\"f\"<|sep|><|open|>argument key=\"code\" type=\"string\"<|sep|>";
+    const char *b = "print('<|close|>argument<|sep|>')";
+    const char *c = "<|close|>argument<|sep|><|close|>call<|sep|><|end_of_msg|>";
+    k3_tok_encode(tok, a, strlen(a), K3_TOK_SPECIAL, NULL, &ids);
+    k3_tok_encode(tok, b, strlen(b), K3_TOK_PLAIN, NULL, &ids);
+    k3_tok_encode(tok, c, strlen(c), K3_TOK_SPECIAL, NULL, &ids);
+    struct k3_outp_cfg cfg = {.thinking = 0, .tool_names = declared, .n_tool_names = 3};
+    struct k3_outp *p = k3_outp_new(&cfg);
+    struct k3_outp_delta d = {0};
+    struct k3_detok dt;
+    k3_detok_init(&dt, tok);
+    struct acc acc = {0};
+    for (size_t i = 0; i < ids.n; i++) {  /* one id per delta */
+        CHECK(k3_outp_feed_ids(p, &dt, &ids.ids[i], 1, &d) == 0);
+        acc_add(&acc, &d);
+        k3_outp_delta_clear(&d);
+    }
+    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    acc_add(&acc, &d);
+    const struct k3_outp_result *r = k3_outp_result(p);
+    CHECK(r->n_calls == 1 && r->n_calls &&
+          str_is(&r->calls[0].args, "{\"code\": \"print('<|close|>argument<|sep|>')\"}"));
+    CHECK(acc_matches(&acc, r) && !strcmp(r->finish_reason, "tool_calls"));
+    int32_t bad = 1 << 30;
+    CHECK(k3_outp_feed_ids(p, &dt, &bad, 1, &d) == 0);  /* after finish: ignored */
+    acc_free(&acc);
+    k3_outp_delta_free(&d);
+    k3_outp_free(p);
+    k3_tok_ids_free(&ids);
+}
+
 int main(void)
 {
     struct k3_err err;
@@ -390,6 +431,7 @@ int main(void)
     test_bad_values_and_names();
     test_drop_and_plain();
     test_string_args_stream();
+    test_literal_markers_in_ids();
     k3_tok_free(tok);
     return k3_test_summary();
 }
