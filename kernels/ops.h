@@ -212,9 +212,12 @@ enum k3_ew_op {
     K3_EW_ADD = 0,      /* y = a + b */
     K3_EW_SIGMOID,      /* y = sigmoid(a) */
     K3_EW_MUL_SIGMOID,  /* y = a · sigmoid(b) */
+    K3_EW_COPY,         /* y = a (a strided 2-D copy: residual stream, caches, head slices) */
 };
 
-/* Elementwise over [n, m] with row strides. b unused for K3_EW_SIGMOID. */
+/* Elementwise over [n, m] with row strides. b unused for K3_EW_SIGMOID and
+ * K3_EW_COPY. The model moves and adds activations only through this op, so
+ * it never touches backend memory itself. */
 struct k3_ew_params {
     enum k3_ew_op op;
     const float *a, *b;

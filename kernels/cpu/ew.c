@@ -17,6 +17,7 @@ static void ew_range(void *ctx, int64_t begin, int64_t end, int worker)
             case K3_EW_ADD: y[c] = a[c] + b[c]; break;
             case K3_EW_SIGMOID: y[c] = 1.0f / (1.0f + expf(-a[c])); break;
             case K3_EW_MUL_SIGMOID: y[c] = a[c] / (1.0f + expf(-b[c])); break;
+            case K3_EW_COPY: y[c] = a[c]; break;
             }
         }
     }
