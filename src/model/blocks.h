@@ -7,6 +7,16 @@
 #include <stdint.h>
 
 #include "model/forward.h"
+#include "model/parallel.h"
+#include "mpi/moe_dispatch.h"
+
+/* Buffers of the expert-parallel MoE (moe_ep.c), grown on demand and kept. */
+struct k3_moe_ep {
+    struct k3_moe_layout layout;
+    float *recv, *pair_x, *pair_y, *pair_w, *y_recv, *routed;
+    int32_t *pair_idx;
+    size_t recv_cap, pair_x_cap, pair_y_cap, pair_w_cap, pair_idx_cap, y_recv_cap, routed_cap;
+};
 
 struct k3_forward {
     const struct k3_model_config *cfg;
@@ -22,6 +32,11 @@ struct k3_forward {
     float *scratch;
     int64_t scratch_floats, scratch_used;
     float *buf;              /* the one allocation everything above lives in */
+    /* Sharded runs (model/parallel.h); par is NULL on a single rank. */
+    const struct k3_model_par *par;
+    int kda_heads, mla_heads;   /* heads this rank holds */
+    struct k3_moe_ep ep;
+    float *lm_gather;           /* [tp, max_tok, ceil(V / tp)] for the vocabulary gather */
 };
 
 /* Scratch for one block (fatal if the size table in forward.c was wrong). */
@@ -48,6 +63,14 @@ void mlp_block(struct k3_forward *f, const struct k3_mlp_weights *w, const float
 /* out = AR(cand[0..n_cand)) per token with the folded query q (§3.3). */
 void attn_res_mix(struct k3_forward *f, const float *q, const float *const *cand, int n_cand,
                   int64_t n, float *out);
+
+/* Sharded runs: sum partial sub-layer outputs over the attention group (no-op
+ * on one rank); logits of the whole vocabulary from the group's row slices. */
+void fwd_tp_all_reduce(struct k3_forward *f, float *x, int64_t count, const char *what);
+void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits);
+/* The MoE sub-layer with experts spread over ranks (moe_ep.c). */
+void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
+void moe_ep_state_free(struct k3_moe_ep *s);
 
 /* The layer loops, one per architecture. */
 void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,

@@ -139,6 +139,26 @@ int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
     for (int i = 0; i < 6; i++, p += T * d) *bufs[i] = p;
     for (int i = 0; i < f->n_snap_max; i++, p += T * d) f->snap[i] = p;
     f->scratch = p;
+    f->par = f->opts.par;
+    f->kda_heads = cfg->kda_n_heads;
+    f->mla_heads = cfg->n_heads;
+    if (f->par) {
+        const struct k3_shard *s = &f->par->shard;
+        long long b, e;
+        k3_split(cfg->kda_n_heads, s->tp, s->tp_rank, &b, &e);
+        f->kda_heads = (int)(e - b);
+        k3_split(cfg->n_heads, s->tp, s->tp_rank, &b, &e);
+        f->mla_heads = (int)(e - b);
+        k3_moe_layout_init(&f->ep.layout, cfg->n_experts > 0 ? cfg->n_experts : 1, s->ep, s->ep_rank);
+        if (s->tp > 1) {
+            int64_t vp = (cfg->vocab_size + s->tp - 1) / s->tp;
+            f->lm_gather = malloc(sizeof(float) * (size_t)((s->tp + 1) * T * vp));
+            if (!f->lm_gather) {
+                k3_forward_free(f);
+                return k3_err_set(err, "out of memory for the vocabulary gather");
+            }
+        }
+    }
     *out = f;
     return 0;
 }
@@ -146,6 +166,8 @@ int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
 void k3_forward_free(struct k3_forward *f)
 {
     if (!f) return;
+    if (f->par) moe_ep_state_free(&f->ep);
+    free(f->lm_gather);
     free(f->buf);
     free(f->snap);
     free(f);
@@ -191,18 +213,90 @@ void fwd_rmsnorm(struct k3_forward *f, const float *x, const float *w, int64_t n
     f->be->ops->rmsnorm(f->be, &p);
 }
 
+void fwd_tp_all_reduce(struct k3_forward *f, float *x, int64_t count, const char *what)
+{
+    if (!f->par || f->par->shard.tp == 1) return;
+    struct k3_comm *c = f->par->tp_comm;
+    c->ops->all_reduce(c, x, (size_t)count, K3_DTYPE_F32, what);
+}
+
+void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    if (!f->par || f->par->shard.tp == 1) {
+        fwd_linear(f, &f->w->lm_head, xn, n, logits);
+        return;
+    }
+    /* Each rank computes its rows of the vocabulary, padded to vp columns so
+     * the all-gather moves equal blocks; then the blocks are laid side by side. */
+    const struct k3_shard *s = &f->par->shard;
+    int64_t V = cfg->vocab_size, vp = (V + s->tp - 1) / s->tp, T = f->opts.max_tok;
+    float *mine = f->lm_gather + (int64_t)s->tp * T * vp, *all = f->lm_gather;
+    memset(mine, 0, sizeof(float) * (size_t)(n * vp));
+    struct k3_matmul_params p = {.x = xn, .ldx = cfg->hidden_size, .w = &f->w->lm_head, .y = mine, .ldy = vp, .n = n};
+    if (f->w->lm_head.rows) f->be->ops->matmul(f->be, &p);
+    struct k3_comm *c = f->par->tp_comm;
+    c->ops->all_gather(c, mine, all, sizeof(float) * (size_t)(n * vp), "lm_head");
+    for (int r = 0; r < s->tp; r++) {
+        long long b, e;
+        k3_split(V, s->tp, r, &b, &e);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(logits + i * V + b, all + (r * n + i) * vp, sizeof(float) * (size_t)(e - b));
+    }
+}
+
+/* Sharded runs: every rank learns every rank's slice count (or that one of
+ * them refused its input), so all make the same number of MoE collectives. */
+static int agree_slices(struct k3_forward *f, int mine, int *most, struct k3_err *err)
+{
+    *most = mine;
+    if (!f->par) return mine < 0 ? -1 : 0;
+    struct k3_comm *c = f->par->ep_comm;
+    int buf[1024], *all = c->size <= 1024 ? buf : malloc(sizeof(int) * (size_t)c->size);
+    K3_CHECK(all, "out of memory");
+    c->ops->all_gather(c, &mine, all, sizeof mine, "forward.slices");
+    int bad = -1;
+    *most = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (all[r] < 0 && bad < 0) bad = r;
+        if (all[r] > *most) *most = all[r];
+    }
+    if (all != buf) free(all);
+    if (bad >= 0 && mine >= 0)
+        return k3_err_set(err, "rank %d refused its part of this forward step", bad);
+    return bad >= 0 ? -1 : 0;
+}
+
+static void idle_slice(struct k3_forward *f)
+{
+    for (int l = 0; l < f->cfg->n_layers; l++)
+        if (f->w->layers[l].is_moe) moe_ep_block(f, l, f->xn, 0, f->m_out);
+}
+
+void k3_forward_idle(struct k3_forward *f)
+{
+    int most;
+    struct k3_err err;
+    if (!f->par || agree_slices(f, 0, &most, &err)) return;
+    for (int s = 0; s < most; s++) idle_slice(f);
+}
+
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                    float *logits, struct k3_err *err)
 {
     const struct k3_model_config *cfg = f->cfg;
+    int bad = 0;
     if (c->n_past + n > c->max_ctx || c->n_past + n > f->opts.max_ctx)
-        return k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld) or workspace (%lld) "
-                          "context; raise max_ctx", (long long)(c->n_past + n), (long long)c->max_ctx,
-                          (long long)f->opts.max_ctx);
-    for (int64_t i = 0; i < n; i++)
+        bad = k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld) or workspace (%lld) "
+                         "context; raise max_ctx", (long long)(c->n_past + n), (long long)c->max_ctx,
+                         (long long)f->opts.max_ctx);
+    for (int64_t i = 0; !bad && i < n; i++)
         if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
-            return k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", ids[i],
-                              (long long)i, (long long)cfg->vocab_size);
+            bad = k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", ids[i],
+                             (long long)i, (long long)cfg->vocab_size);
+    int n_slices = bad ? -1 : (int)((n + f->opts.max_tok - 1) / f->opts.max_tok), most;
+    if (agree_slices(f, n_slices, &most, err)) return -1;
+    for (int s = n_slices; s < most; s++) idle_slice(f);
     for (int64_t s = 0; s < n; s += f->opts.max_tok) {
         int64_t m = n - s < f->opts.max_tok ? n - s : f->opts.max_tok;
         float *lg = logits ? logits + s * cfg->vocab_size : NULL;

@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/parallel.h"
 #include "model/weights.h"
 
 /* Per-sequence caches. */
@@ -61,6 +62,8 @@ struct k3_forward_opts {
     int kda_chunk;           /* KDA chunk size for multi-token calls; 0 = recurrent; default 64 */
     int mla_absorb;          /* -1: weight absorption for single-token calls only (default);
                                 0: never; 1: always */
+    const struct k3_model_par *par; /* sharded run (model/parallel.h; weights cut by
+                                       k3_weights_shard); NULL on one rank */
 };
 
 int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
@@ -73,5 +76,9 @@ void k3_forward_set_dump(struct k3_forward *f, const struct k3_dump *dump);
  * (logits may be NULL to skip lm_head). Returns 0 or -1 (cache full). */
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                    float *logits, struct k3_err *err);
+
+/* Sharded runs: a call of k3_forward_run on one rank is matched by a call on
+ * every other rank; a rank whose group has nothing to run calls this. */
+void k3_forward_idle(struct k3_forward *f);
 
 #endif

@@ -45,6 +45,7 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
         if (lw->is_mla) mla_block(f, l, &c->layer[l], c->n_past, f->xn, n, f->a_out);
         else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
+        fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
         if (restart) memcpy(f->h, f->a_out, row_bytes);
         else for (int64_t i = 0; i < n * d; i++) f->h[i] += f->a_out[i];
@@ -56,10 +57,12 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
         fwd_dump(f, f->m_in, n, d, "L%d.mlp_in", l);
         fwd_rmsnorm(f, f->m_in, lw->mlp_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.mlp_norm", l);
-        if (lw->is_moe) moe_block(f, l, f->xn, n, f->m_out);
+        if (lw->is_moe && f->par) moe_ep_block(f, l, f->xn, n, f->m_out);
+        else if (lw->is_moe) moe_block(f, l, f->xn, n, f->m_out);
         else {
             fwd_scratch_reset(f);
             mlp_block(f, &lw->mlp, f->xn, n, f->m_out, 0);
+            fwd_tp_all_reduce(f, f->m_out, n * d, "dense mlp");
         }
         fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
         for (int64_t i = 0; i < n * d; i++) f->h[i] += f->m_out[i];
@@ -74,7 +77,7 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
     fwd_rmsnorm(f, f->a_in, w->final_norm, n, d, cfg->rms_norm_eps, f->xn);
     fwd_dump(f, f->xn, n, d, "final_norm");
     if (logits) {
-        fwd_linear(f, &w->lm_head, f->xn, n, logits);
+        fwd_lm_head(f, f->xn, n, logits);
         fwd_dump(f, logits, n, cfg->vocab_size, "logits");
     }
 }

@@ -6,6 +6,7 @@
  * recurrent for one token), then the per-head sigmoid-gated RMSNorm with the
  * low-rank or full-rank output gate, and o_proj. */
 #include <math.h>
+#include <string.h>
 
 #include "model/blocks.h"
 
@@ -15,9 +16,13 @@ void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const floa
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_kda_weights *w = &f->w->layers[l].kda;
     const struct k3_ops *ops = f->be->ops;
-    int H = cfg->kda_n_heads, K = cfg->kda_head_dim, W = cfg->kda_conv_kernel;
+    int H = f->kda_heads, K = cfg->kda_head_dim, W = cfg->kda_conv_kernel;
     int64_t HK = (int64_t)H * K;
     fwd_scratch_reset(f);
+    if (H == 0) { /* a sharded rank without heads adds nothing to the all-reduce */
+        memset(out, 0, sizeof(float) * (size_t)(n * cfg->hidden_size));
+        return;
+    }
 
     /* [n, H·K] q, k, v: projection, then causal conv + SiLU continuing the tails. */
     const struct k3_mat *proj[3] = {&w->q, &w->k, &w->v};

@@ -15,24 +15,7 @@
 
 #include "core/log.h"
 #include "model/blocks.h"
-
-/* Rows [r0, r0 + nr) of a weight matrix as a matrix of its own. */
-static struct k3_mat mat_rows(const struct k3_mat *m, int64_t r0, int64_t nr)
-{
-    struct k3_mat s = *m;
-    s.rows = nr;
-    switch (m->fmt) {
-    case K3_WFMT_F32: s.data = (const float *)m->data + r0 * m->ld; break;
-    case K3_WFMT_BF16:
-    case K3_WFMT_F16: s.data = (const uint16_t *)m->data + r0 * m->ld; break;
-    case K3_WFMT_F8_E4M3: s.data = (const uint8_t *)m->data + r0 * m->ld; break;
-    case K3_WFMT_MXFP4:
-        s.data = (const uint8_t *)m->data + r0 * (m->ld / 2);
-        s.scale = m->scale + r0 * (m->ld / 32);
-        break;
-    }
-    return s;
-}
+#include "model/shard.h"
 
 void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t pos0, const float *xn,
                int64_t n, float *out)
@@ -40,11 +23,15 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_mla_weights *w = &f->w->layers[l].mla;
     const struct k3_ops *ops = f->be->ops;
-    int H = cfg->n_heads;
+    int H = f->mla_heads;
     int64_t dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim;
     int64_t r = cfg->kv_lora_rank, dq = dn + dr, lat = r + dr, T = pos0 + n;
     double scale = 1 / sqrt((double)dq);
     fwd_scratch_reset(f);
+    if (H == 0) { /* a sharded rank without heads adds nothing to the all-reduce */
+        memset(out, 0, sizeof(float) * (size_t)(n * cfg->hidden_size));
+        return;
+    }
 
     /* [n, H, dn + dr] queries, through the q LoRA when there is one. */
     float *q = fwd_take(f, n * H * dq);
@@ -90,7 +77,7 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
         /* [n, H, r + dr] absorbed queries [q_nope_h · W_UK_h | q_pe_h]. */
         float *qabs = fwd_take(f, n * H * lat), *olat = fwd_take(f, n * H * r);
         for (int h = 0; h < H; h++) {
-            struct k3_mat wuk = mat_rows(&w->kv_b, h * (dn + dv), dn);
+            struct k3_mat wuk = k3_mat_rows(&w->kv_b, h * (dn + dv), dn);
             struct k3_matmul_params mp = {.x = q + h * dq, .ldx = H * dq, .w = &wuk, .y = qabs + h * lat,
                                           .ldy = H * lat, .n = n, .trans = 1};
             ops->matmul(f->be, &mp);
@@ -103,7 +90,7 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
                                     .dqk = (int)lat, .dv = (int)r, .scale = scale};
         ops->attn(f->be, &ap);
         for (int h = 0; h < H; h++) {
-            struct k3_mat wuv = mat_rows(&w->kv_b, h * (dn + dv) + dn, dv);
+            struct k3_mat wuv = k3_mat_rows(&w->kv_b, h * (dn + dv) + dn, dv);
             struct k3_matmul_params mp = {.x = olat + h * r, .ldx = H * r, .w = &wuv, .y = o + h * dv,
                                           .ldy = H * dv, .n = n};
             ops->matmul(f->be, &mp);

@@ -1,0 +1,148 @@
+/* moe_ep.c - the MoE sub-layer when experts are spread over ranks
+ * (model/parallel.h; research/model-architecture.md §2.5, §4.2, §10.2).
+ *
+ *   tokens [t0, t1) of the group's n (this TP rank's share):
+ *     router on the full width -> top-k ids and weights
+ *     z = W_down x (K3 latent) or x (Kimi Linear)
+ *     plan + dispatch z to the ranks owning the chosen experts   (mpi/moe_dispatch)
+ *     on the owner: every (row, expert) pair -> w · E(z), summed per row
+ *     combine back -> y_l; RMSNorm(y_l) and W_up (K3)
+ *   out[t0:t1] = routed rows, zero elsewhere; out += shared experts' TP partial
+ *   all-reduce(out) over the attention group
+ * Every rank calls this once per MoE layer per slice, with n = 0 when its
+ * group is idle: the dispatch collectives span all ranks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/blocks.h"
+
+static void *grow(void *p, size_t *cap, size_t need)
+{
+    if (need <= *cap && p) return p;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need) n *= 2;
+    void *q = realloc(p, n);
+    K3_CHECK(q, "out of memory growing the expert-parallel buffers to %zu bytes", n);
+    *cap = n;
+    return q;
+}
+
+void moe_ep_state_free(struct k3_moe_ep *s)
+{
+    k3_moe_layout_free(&s->layout);
+    free(s->recv);
+    free(s->pair_x);
+    free(s->pair_y);
+    free(s->pair_idx);
+    free(s->pair_w);
+    free(s->y_recv);
+    free(s->routed);
+    memset(s, 0, sizeof *s);
+}
+
+static enum k3_glu_act act_of(const struct k3_model_config *cfg)
+{
+    return cfg->hidden_act == K3_ACT_SITU ? K3_GLU_SITU : K3_GLU_SILU;
+}
+
+void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    const struct k3_moe_weights *w = &f->w->layers[l].moe;
+    const struct k3_model_par *par = f->par;
+    const struct k3_ops *ops = f->be->ops;
+    struct k3_moe_ep *s = &f->ep;
+    int E = cfg->n_experts, k = cfg->n_experts_per_token;
+    int64_t d = cfg->hidden_size, lw = k3_model_config_expert_width(cfg);
+    char what[48];
+    snprintf(what, sizeof what, "L%d.moe", l);
+    fwd_scratch_reset(f);
+
+    /* This TP rank's share of the group's tokens. */
+    long long t0, t1;
+    k3_split(n, par->shard.tp, par->shard.tp_rank, &t0, &t1);
+    int64_t nl = t1 - t0;
+    const float *x = xn + t0 * d;
+
+    /* [nl, E] router logits -> [nl, k] ids and weights. */
+    float *logits = fwd_take(f, nl * E), *wts = fwd_take(f, nl * k);
+    int32_t *idx = (int32_t *)fwd_take(f, nl * k);
+    if (nl) {
+        fwd_linear(f, &w->router, x, nl, logits);
+        struct k3_router_params rp = {.logits = logits, .bias = w->router_bias, .idx = idx, .w = wts,
+                                      .n = nl, .n_expert = E, .k = k, .renorm = cfg->moe_renormalize,
+                                      .scale = cfg->routed_scaling_factor};
+        ops->router(f->be, &rp);
+    }
+    /* [nl, lw] expert inputs. */
+    const float *z = x;
+    if (w->latent_down.data) {
+        float *zl = fwd_take(f, nl * lw);
+        if (nl) fwd_linear(f, &w->latent_down, x, nl, zl);
+        z = zl;
+    }
+    fwd_dump(f, z, nl, lw, "L%d.moe.latent_in", l);
+
+    /* Dispatch: [n_recv, lw] rows with their (expert, weight) slots. */
+    k3_moe_plan(&s->layout, par->ep_comm, idx, wts, (int)nl, k, what);
+    size_t n_recv = s->layout.n_recv, row = sizeof(float) * (size_t)lw;
+    s->recv = grow(s->recv, &s->recv_cap, n_recv * row + 1);
+    k3_moe_dispatch(&s->layout, par->ep_comm, z, row, s->recv, what);
+
+    /* Every (row, local expert) pair once: y_pair = w · E(z_row), k = 1 per pair. */
+    size_t n_pairs = 0;
+    for (size_t i = 0; i < n_recv * (size_t)k; i++) n_pairs += s->layout.recv_slots[i].expert >= 0;
+    s->pair_x = grow(s->pair_x, &s->pair_x_cap, n_pairs * row + 1);
+    s->pair_y = grow(s->pair_y, &s->pair_y_cap, n_pairs * row + 1);
+    s->pair_idx = grow(s->pair_idx, &s->pair_idx_cap, n_pairs * sizeof(int32_t) + 1);
+    s->pair_w = grow(s->pair_w, &s->pair_w_cap, n_pairs * sizeof(float) + 1);
+    size_t p = 0;
+    for (size_t i = 0; i < n_recv; i++) {
+        for (int j = 0; j < k; j++) {
+            const struct k3_moe_slot *sl = &s->layout.recv_slots[i * (size_t)k + (size_t)j];
+            if (sl->expert < 0) continue;
+            memcpy(s->pair_x + p * (size_t)lw, s->recv + i * (size_t)lw, row);
+            s->pair_idx[p] = sl->expert;
+            s->pair_w[p] = sl->weight;
+            p++;
+        }
+    }
+    if (n_pairs) {
+        struct k3_moe_params mp = {.x = s->pair_x, .y = s->pair_y, .idx = s->pair_idx, .w = s->pair_w,
+                                   .n = (int64_t)n_pairs, .k = 1, .n_expert = E, .w1 = w->w1, .w3 = w->w3,
+                                   .w2 = w->w2, .act = act_of(cfg), .beta = cfg->situ_beta,
+                                   .beta_lin = cfg->situ_linear_beta};
+        ops->moe(f->be, &mp);
+    }
+    /* Per received row, its pairs in slot order (the origin's top-k order). */
+    s->y_recv = grow(s->y_recv, &s->y_recv_cap, n_recv * row + 1);
+    memset(s->y_recv, 0, n_recv * row);
+    p = 0;
+    for (size_t i = 0; i < n_recv; i++) {
+        float *y = s->y_recv + i * (size_t)lw;
+        for (int j = 0; j < k; j++) {
+            if (s->layout.recv_slots[i * (size_t)k + (size_t)j].expert < 0) continue;
+            const float *yp = s->pair_y + p++ * (size_t)lw;
+            for (int64_t c = 0; c < lw; c++) y[c] += yp[c];
+        }
+    }
+
+    /* Combine: [nl, lw] weighted sums back at the origin. */
+    s->routed = grow(s->routed, &s->routed_cap, (size_t)(nl * lw) * sizeof(float) + 1);
+    k3_moe_combine(&s->layout, par->ep_comm, s->y_recv, (int)lw, s->routed, what);
+
+    /* [n, d] out: this rank's routed rows in place, zeros elsewhere. */
+    memset(out, 0, sizeof(float) * (size_t)(n * d));
+    if (nl) {
+        if (w->latent_down.data) {
+            if (w->latent_norm) fwd_rmsnorm(f, s->routed, w->latent_norm, nl, lw, cfg->rms_norm_eps, s->routed);
+            fwd_linear(f, &w->latent_up, s->routed, nl, out + t0 * d);
+        } else {
+            memcpy(out + t0 * d, s->routed, sizeof(float) * (size_t)(nl * d));
+        }
+    }
+    /* Shared experts: this rank's hidden units on every token, added. */
+    if (w->has_shared && n) mlp_block(f, &w->shared, xn, n, out, 1);
+    fwd_tp_all_reduce(f, out, n * d, what);
+}
