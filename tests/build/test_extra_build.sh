@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_extra_build.sh KIND SRC DIR - a whole second build of the tree:
 #   cuda     -DK3_CUDA=ON with the default architectures (sm_90, sm_100, sm_103):
-#            configures and compiles on a machine without a GPU;
+#            configures and compiles (tests included) on a machine without a
+#            GPU, and the `gpu` tests skip there with "skipped: no GPU";
 #   aarch64  the dependency-free parts cross-compiled for Grace hosts, checked
 #            to be aarch64 objects.
 set -u
@@ -10,7 +11,7 @@ KIND=$1; SRC=$2; DIR=$3
 rm -rf "$DIR"
 case "$KIND" in
 cuda)
-    cmake -S "$SRC" -B "$DIR" -G Ninja -DK3_CUDA=ON -DK3_WERROR=ON -DK3_BUILD_TESTS=OFF >"$DIR.log" 2>&1
+    cmake -S "$SRC" -B "$DIR" -G Ninja -DK3_CUDA=ON -DK3_WERROR=ON >"$DIR.log" 2>&1
     check "CUDA build configures (log: $DIR.log)" "$?" 0
     check_contains "summary shows CUDA" "$(cat "$DIR.log")" "✓ CUDA"
     check_contains "summary shows NCCL" "$(cat "$DIR.log")" "✓ NCCL"
@@ -21,6 +22,16 @@ cuda)
     for sm in 90 100 103; do
         check_contains "device code for sm_$sm" "$out" "arch=compute_$sm,code=[compute_$sm,sm_$sm]"
     done
+    # The GPU tests (label gpu) are built too; on a machine without a GPU they
+    # must skip, visibly, and not fail.
+    if ! nvidia-smi >/dev/null 2>&1; then
+        out=$(ctest --test-dir "$DIR" -L gpu 2>&1)
+        check "gpu-labelled tests skip without a GPU (ctest -L gpu)" "$?" 0
+        check_contains "ctest lists them as skipped" "$out" "(Skipped)"
+        out=$("$DIR/tests/kernels/test_cuda_ops" 2>&1)
+        check "test_cuda_ops exits 77 without a GPU" "$?" 77
+        check_contains "test_cuda_ops says so" "$out" "skipped: no GPU"
+    fi
     ;;
 aarch64)
     cmake -S "$SRC" -B "$DIR" -G Ninja -DK3_PORTABLE_ONLY=ON -DK3_WERROR=ON \

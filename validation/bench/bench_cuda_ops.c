@@ -25,6 +25,7 @@
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/sample.h"
 
 static struct k3_backend gpu, cpu;
 static int reps = 30, json;
@@ -390,6 +391,55 @@ static void bench_conv(int64_t n, int64_t d)
     k3_cuda_arena_reset(act, mark);
 }
 
+struct sample_ctx { struct k3_sample_params p; };
+static void run_sample(void *p) { k3_cuda_sample(&gpu, &((struct sample_ctx *)p)->p); }
+
+/* Sampling rows of K3's vocabulary: greedy, and T = 0.7 with top-k 50 +
+ * top-p 0.9 (the threshold searches make it ~70 passes over the row). The
+ * check: greedy ids against a host argmax. */
+static void bench_sample(int64_t n, int64_t V, int greedy)
+{
+    struct k3_cuda_arena *act = &k3_cuda_impl(&gpu)->act;
+    size_t mark = k3_cuda_arena_mark(act);
+    float *l = drand_f32(n * V, 6.0f);
+    float *T = drand_f32(n, 0.0f), *P = drand_f32(n, 0.0f), *U = drand_f32(n, 0.0f);
+    int32_t *K = dalloc(sizeof(int32_t) * (size_t)n), *out = dalloc(sizeof(int32_t) * (size_t)n);
+    float *h = malloc(sizeof(float) * (size_t)n);
+    int32_t *hk = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = greedy ? 0.0f : 0.7f;
+        hk[i] = 50;
+    }
+    K3_CHECK_CUDA(cudaMemcpy(T, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    for (int64_t i = 0; i < n; i++) h[i] = 0.9f;
+    K3_CHECK_CUDA(cudaMemcpy(P, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    for (int64_t i = 0; i < n; i++) h[i] = 0.5f;
+    K3_CHECK_CUDA(cudaMemcpy(U, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaMemcpy(K, hk, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice));
+    K3_CHECK_CUDA(cudaDeviceSynchronize());
+    struct sample_ctx c = {{l, V, n, V, T, K, P, NULL, U, out}};
+    double us = time_us(run_sample, &c);
+    long wrong = 0;
+    if (greedy) {
+        int32_t *got = (int32_t *)host_copy(out, sizeof(int32_t) * (size_t)n);
+        for (int64_t i = 0; i < n && i < 4; i++) {
+            float *row = host_copy(l + i * V, sizeof(float) * (size_t)V);
+            int64_t best = 0;
+            for (int64_t j = 1; j < V; j++)
+                if (row[j] > row[best]) best = j;
+            wrong += got[i] != best;
+            free(row);
+        }
+        free(got);
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%lld V=%lld %s", (long long)n, (long long)V,
+             greedy ? "greedy" : "T,k50,p0.9");
+    row("sample", shape, us, 4.0 * n * V, 0, wrong);
+    free(h); free(hk);
+    k3_cuda_arena_reset(act, mark);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -458,6 +508,9 @@ int main(int argc, char **argv)
     bench_attn_res(4096, 7168, 9, 1);
     bench_attn_res(1, 7168, 9, 1);
     bench_conv(4096, 8192);
+    bench_sample(64, 163840, 1);
+    bench_sample(64, 163840, 0);
+    bench_sample(1, 163840, 0);
     k3_cpu_backend_free(&cpu);
     k3_cuda_backend_free(&gpu);
     return 0;
