@@ -51,6 +51,11 @@ void fwd_dump(struct k3_forward *f, const float *x, int64_t n, int64_t width, co
 void fwd_linear(struct k3_forward *f, const struct k3_mat *w, const float *x, int64_t n, float *y);
 void fwd_rmsnorm(struct k3_forward *f, const float *x, const float *w, int64_t n_rows, int64_t d,
                  double eps, float *y);
+/* y[n, m] (row stride ldy) = x[n, m] (row stride ldx), through the backend. */
+void fwd_copy(struct k3_forward *f, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t n,
+              int64_t m);
+/* y = a + b over n contiguous rows of m, through the backend (y may be a). */
+void fwd_add(struct k3_forward *f, float *y, const float *a, const float *b, int64_t n, int64_t m);
 
 /* Blocks. xn [n, d] is the normed sub-layer input, out [n, d] the sub-layer output. */
 void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const float *xn, int64_t n,

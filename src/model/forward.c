@@ -213,6 +213,19 @@ void fwd_rmsnorm(struct k3_forward *f, const float *x, const float *w, int64_t n
     f->be->ops->rmsnorm(f->be, &p);
 }
 
+void fwd_copy(struct k3_forward *f, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t n,
+              int64_t m)
+{
+    struct k3_ew_params p = {.op = K3_EW_COPY, .a = x, .lda = ldx, .y = y, .ldy = ldy, .n = n, .m = m};
+    f->be->ops->ew(f->be, &p);
+}
+
+void fwd_add(struct k3_forward *f, float *y, const float *a, const float *b, int64_t n, int64_t m)
+{
+    struct k3_ew_params p = {.op = K3_EW_ADD, .a = a, .b = b, .lda = m, .ldb = m, .y = y, .ldy = m, .n = n, .m = m};
+    f->be->ops->ew(f->be, &p);
+}
+
 void fwd_tp_all_reduce(struct k3_forward *f, float *x, int64_t count, const char *what)
 {
     if (!f->par || f->par->shard.tp == 1) return;

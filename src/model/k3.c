@@ -10,8 +10,6 @@
  *   logits = lm_head(RMSNorm_final(AR(B + [P])))
  * A slice of tokens goes through all layers at once; snapshots are per token
  * and live only within the slice. */
-#include <string.h>
-
 #include "model/blocks.h"
 
 void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
@@ -20,7 +18,6 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_weights *w = f->w;
     int64_t d = cfg->hidden_size;
-    size_t row_bytes = sizeof(float) * (size_t)(n * d);
     const float *cand[K3_MAX_LAYERS + 1];
     int n_snap = 0;
 
@@ -35,11 +32,11 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
         for (int j = 0; j < n_snap; j++) cand[j] = f->snap[j];
         cand[n_snap] = f->h;
         if (n_snap) attn_res_mix(f, lw->attn_res_q, cand, n_snap + 1, n, f->a_in);
-        else memcpy(f->a_in, f->h, row_bytes);
+        else fwd_copy(f, f->a_in, d, f->h, d, n, d);
         fwd_dump(f, f->a_in, n, d, "L%d.attn_in", l);
         /* Snapshot the raw stream at a block start; P restarts from the attention output. */
         int restart = l % cfg->attn_res_block_size == 0;
-        if (restart) memcpy(f->snap[n_snap++], f->h, row_bytes);
+        if (restart) fwd_copy(f, f->snap[n_snap++], d, f->h, d, n, d);
 
         fwd_rmsnorm(f, f->a_in, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
@@ -47,8 +44,8 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
         else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
-        if (restart) memcpy(f->h, f->a_out, row_bytes);
-        else for (int64_t i = 0; i < n * d; i++) f->h[i] += f->a_out[i];
+        if (restart) fwd_copy(f, f->h, d, f->a_out, d, n, d);
+        else fwd_add(f, f->h, f->h, f->a_out, n, d);
 
         /* Mix before the MLP: all snapshots (B is never empty here) plus P. */
         for (int j = 0; j < n_snap; j++) cand[j] = f->snap[j];
@@ -65,7 +62,7 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
             fwd_tp_all_reduce(f, f->m_out, n * d, "dense mlp");
         }
         fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
-        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->m_out[i];
+        fwd_add(f, f->h, f->h, f->m_out, n, d);
         fwd_dump(f, f->h, n, d, "L%d.out", l);
     }
 

@@ -3,8 +3,6 @@
  * (research/model-architecture.md §2.3):
  *   h = x + Attn(RMSNorm_in(x));  y = h + FFN(RMSNorm_post(h))
  *   logits = lm_head(RMSNorm_final(y_last)) */
-#include <string.h>
-
 #include "model/blocks.h"
 
 void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids,
@@ -28,7 +26,7 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
         else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
-        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->a_out[i];
+        fwd_add(f, f->h, f->h, f->a_out, n, d);
         fwd_dump(f, f->h, n, d, "L%d.mlp_in", l);
 
         fwd_rmsnorm(f, f->h, lw->mlp_norm, n, d, cfg->rms_norm_eps, f->xn);
@@ -41,7 +39,7 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
             fwd_tp_all_reduce(f, f->m_out, n * d, "dense mlp");
         }
         fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
-        for (int64_t i = 0; i < n * d; i++) f->h[i] += f->m_out[i];
+        fwd_add(f, f->h, f->h, f->m_out, n, d);
         fwd_dump(f, f->h, n, d, "L%d.out", l);
     }
 

@@ -51,7 +51,7 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
                                    .n_rows = n, .d = r, .eps = 1e-6};
     ops->rmsnorm(f->be, &rn);
     fwd_dump(f, kva, n, lat, "L%d.mla.latent", l);
-    memcpy(c->mla_latent + pos0 * lat, kva, sizeof(float) * (size_t)(n * lat));
+    fwd_copy(f, c->mla_latent + pos0 * lat, lat, kva, lat, n, lat);
     const float *cache = c->mla_latent;
 
     /* [n, H·dv] attention output. */
@@ -62,11 +62,9 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
         float *kv = fwd_take(f, T * H * (dn + dv)), *keys = fwd_take(f, T * H * dq);
         struct k3_matmul_params mp = {.x = cache, .ldx = lat, .w = &w->kv_b, .y = kv, .ldy = H * (dn + dv), .n = T};
         ops->matmul(f->be, &mp);
-        for (int64_t t = 0; t < T; t++)
-            for (int h = 0; h < H; h++) {
-                memcpy(keys + (t * H + h) * dq, kv + (t * H + h) * (dn + dv), sizeof(float) * (size_t)dn);
-                memcpy(keys + (t * H + h) * dq + dn, cache + t * lat + r, sizeof(float) * (size_t)dr);
-            }
+        /* keys[t, h] = [k_nope of kv[t, h] | k_pe of cache row t]. */
+        fwd_copy(f, keys, dq, kv, dn + dv, T * H, dn);
+        for (int h = 0; h < H; h++) fwd_copy(f, keys + h * dq + dn, H * dq, cache + r, lat, T, dr);
         struct k3_attn_params ap = {.q = q, .k = keys, .v = kv + dn, .o = o,
                                     .q_ts = H * dq, .q_hs = dq, .k_ts = H * dq, .k_hs = dq,
                                     .v_ts = H * (dn + dv), .v_hs = dn + dv, .o_ts = H * dv, .o_hs = dv,
@@ -81,8 +79,7 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
             struct k3_matmul_params mp = {.x = q + h * dq, .ldx = H * dq, .w = &wuk, .y = qabs + h * lat,
                                           .ldy = H * lat, .n = n, .trans = 1};
             ops->matmul(f->be, &mp);
-            for (int64_t i = 0; i < n; i++)
-                memcpy(qabs + (i * H + h) * lat + r, q + (i * H + h) * dq + dn, sizeof(float) * (size_t)dr);
+            fwd_copy(f, qabs + h * lat + r, H * lat, q + h * dq + dn, H * dq, n, dr);
         }
         struct k3_attn_params ap = {.q = qabs, .k = cache, .v = cache, .o = olat,
                                     .q_ts = H * lat, .q_hs = lat, .k_ts = lat, .k_hs = 0, .v_ts = lat, .v_hs = 0,
