@@ -1,7 +1,8 @@
 /* request.c - OpenAI chat request validation and mapping (see request.h).
  *
- * Validation walks the body once, top-level fields first, then every message; the first
- * problem found is reported (one error per response, as OpenAI does). The rules are KVV's
+ * Validation walks the body once: messages and request tools, every message (collecting
+ * the declared tool names), then thinking, sampling, response_format and tool_choice; the
+ * first problem found is reported (one error per response, as OpenAI does). The rules are KVV's
  * (research/frontend.md §4.2): dynamic tools only on system messages and with empty
  * content; tool items {type:"function", function:{name}} with names of 1-256 characters
  * [A-Za-z0-9_.-] not starting with a digit; no duplicate names anywhere; response_format
