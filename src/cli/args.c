@@ -15,6 +15,7 @@ const struct k3_opt k3_opts[] = {
     {"out", "PATH", "output file or directory", NULL},
     {"tp", "N", "ranks per attention group (tensor parallel)", "parallel.tp"},
     {"adp", "M", "attention-data-parallel groups (world = tp * adp)", "parallel.adp"},
+    {"comm", "KIND", "activation communicator: mpi, nccl or auto", "parallel.comm"},
     {"backend", "KIND", "cpu or cuda", "backend.kind"},
     {"threads", "N", "CPU threads per rank (0 = all available)", "backend.threads"},
     {"host", "ADDR", "HTTP bind address (default 127.0.0.1)", "server.host"},

@@ -7,18 +7,20 @@
  * (N = 0: every token is a decode step). --dump NAME,... (or "all") writes each
  * named intermediate (validation/reference/k3ref.py lists the names) as
  * FILE.NAME.npy next to --out, [n_tokens, width] float32, rows in token order
- * whatever the prefill/decode split. One rank only: this is the reference. */
+ * whatever the prefill/decode split.
+ *
+ * Under mpirun -np W (tp x adp = W) the model is sharded (model/parallel.h):
+ * attention group 0 runs the sequence, the other groups take part in the
+ * expert-parallel collectives only, and rank 0 writes the file. --dump needs
+ * tp = 1 (with tensor parallelism a rank sees only its heads). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/model_job.h"
 #include "core/log.h"
-#include "kernels/cpu/cpu.h"
-#include "model/checkpoint.h"
-#include "model/config.h"
 #include "model/forward.h"
-#include "model/weights.h"
 #include "mpi/bootstrap.h"
 
 /* NPY v1.0, little-endian float32, C order (k3 hosts are x86-64 and aarch64, both LE). */
@@ -103,22 +105,21 @@ static int parse_ids(const char *s, int32_t **out, int64_t *n_out)
 int k3_cmd_logits(struct k3_cli *cli)
 {
     const char *cmd = "k3 logits";
-    if (cli->job && cli->job->world > 1) {
-        if (cli->job->rank == 0) fprintf(stderr, "%s: runs on one rank (the CPU reference); got %d\n", cmd, cli->job->world);
+    int root = cli->job->rank == 0;
+    const char *ids_s = k3_arg(&cli->args, "ids"), *out = k3_arg(&cli->args, "out"),
+               *dump_s = k3_arg(&cli->args, "dump");
+    if (!k3_arg(&cli->args, "model") && !k3_arg(&cli->args, "config")) {
+        if (root) fprintf(stderr, "%s: --model, --ids and --out are required (see k3 logits --help)\n", cmd);
         return K3_EXIT_USAGE;
     }
-    int rc = k3_cli_load_deploy(cli, 0);
-    if (rc) return rc;
-    const char *model = cli->deploy.model.path, *ids_s = k3_arg(&cli->args, "ids"),
-               *out = k3_arg(&cli->args, "out"), *dump_s = k3_arg(&cli->args, "dump");
-    if (!model[0] || !ids_s || !out) {
-        fprintf(stderr, "%s: --model, --ids and --out are required (see k3 logits --help)\n", cmd);
+    if (!ids_s || !out) {
+        if (root) fprintf(stderr, "%s: --model, --ids and --out are required (see k3 logits --help)\n", cmd);
         return K3_EXIT_USAGE;
     }
     int32_t *ids;
     int64_t n;
     if (parse_ids(ids_s, &ids, &n)) {
-        fprintf(stderr, "%s: --ids must be comma-separated non-negative integers, not '%s'\n", cmd, ids_s);
+        if (root) fprintf(stderr, "%s: --ids must be comma-separated non-negative integers, not '%s'\n", cmd, ids_s);
         return K3_EXIT_USAGE;
     }
     long long split;
@@ -128,28 +129,32 @@ int k3_cmd_logits(struct k3_cli *cli)
     }
 
     struct k3_err err;
-    struct k3_model_config cfg;
-    struct k3_checkpoint *ck = NULL;
-    struct k3_weights w = {0};
-    struct k3_backend be = {0};
+    struct k3_model_job mj;
     struct k3_forward *fwd = NULL;
     struct k3_seq_cache cache = {0};
     struct dump_acc acc = {0};
     const char **names = NULL;
     char *dump_copy = NULL;
     float *logits = NULL;
+    int rc = k3_model_job_init(&mj, cli, cmd);
+    if (rc) {
+        free(ids);
+        k3_model_job_free(&mj);
+        return rc;
+    }
     rc = K3_EXIT_FAIL;
-    if (k3_model_config_load(model, &cfg, &err) || k3_checkpoint_open(model, &ck, &err) ||
-        k3_weights_load(&cfg, ck, &w, &err)) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+    if (dump_s && cli->deploy.parallel.tp > 1) {
+        if (root) fprintf(stderr, "%s: --dump needs --tp 1 (with tensor parallelism a rank holds only its "
+                                  "heads)\n", cmd);
+        rc = K3_EXIT_USAGE;
         goto done;
     }
-    if (k3_cpu_backend_init(&be, cli->deploy.backend.threads) != 0) {
-        fprintf(stderr, "%s: cannot start %d CPU threads\n", cmd, cli->deploy.backend.threads);
-        goto done;
-    }
-    struct k3_forward_opts opts = {.max_tok = 512, .max_ctx = n, .kda_chunk = 64, .mla_absorb = -1};
-    if (k3_forward_init(&fwd, &cfg, &w, &be, &opts, &err) || k3_seq_cache_init(&cache, &cfg, n, &err)) {
+    /* Attention group 0 runs the sequence; the others only join the collectives. */
+    int runs = mj.groups.group == 0;
+    struct k3_forward_opts opts = {.max_tok = 512, .max_ctx = n, .kda_chunk = 64, .mla_absorb = -1,
+                                   .par = k3_model_job_par(&mj)};
+    if (k3_forward_init(&fwd, &mj.cfg, &mj.w, &mj.be, &opts, &err) || k3_seq_cache_init(&cache, &mj.cfg, n, &err)) {
+        if (mj.sharded) K3_FATAL("%s: %s", cmd, err.msg);
         fprintf(stderr, "%s: %s\n", cmd, err.msg);
         goto done;
     }
@@ -165,23 +170,34 @@ int k3_cmd_logits(struct k3_cli *cli)
         dump.names = names;
         k3_forward_set_dump(fwd, &dump);
     }
-    logits = malloc(sizeof(float) * (size_t)(n * cfg.vocab_size));
+    logits = malloc(sizeof(float) * (size_t)(n * mj.cfg.vocab_size));
     if (!logits) {
-        fprintf(stderr, "%s: out of memory for %lld x %lld logits\n", cmd, (long long)n, (long long)cfg.vocab_size);
+        fprintf(stderr, "%s: out of memory for %lld x %lld logits\n", cmd, (long long)n, (long long)mj.cfg.vocab_size);
         goto done;
     }
-    K3_INFO("%s: %s, %lld tokens (prefill %lld, then %lld decode steps), %d threads", cmd,
-            k3_arch_name(cfg.arch), (long long)n, split, (long long)(n - split), be.n_threads);
-    if (split > 0 && k3_forward_run(fwd, &cache, ids, split, logits, &err)) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
-        goto done;
-    }
-    for (int64_t t = split; t < n; t++)
-        if (k3_forward_run(fwd, &cache, ids + t, 1, logits + t * cfg.vocab_size, &err)) {
-            fprintf(stderr, "%s: %s\n", cmd, err.msg);
+    K3_INFO("%s: %s, %lld tokens (prefill %lld, then %lld decode steps), %d threads, tp %d x adp %d", cmd,
+            k3_arch_name(mj.cfg.arch), (long long)n, split, (long long)(n - split), mj.be.n_threads,
+            cli->deploy.parallel.tp, cli->deploy.parallel.adp);
+    /* The same number of forward calls on every rank (idle groups included). */
+    for (int64_t t = split > 0 ? 0 : split; t < n; t = t == 0 && split > 0 ? split : t + 1) {
+        int64_t m = t == 0 && split > 0 ? split : 1;
+        if (!runs) {
+            if (k3_forward_idle(fwd)) {
+                rc = K3_EXIT_FAIL;
+                goto done;
+            }
+        } else if (k3_forward_run(fwd, &cache, ids + t, m, logits + t * mj.cfg.vocab_size, &err)) {
+            /* The input is the same on every rank, so every rank refuses it alike. */
+            if (root) fprintf(stderr, "%s: %s\n", cmd, err.msg);
+            rc = K3_EXIT_FAIL;
             goto done;
         }
-    if (npy_write(out, logits, n, cfg.vocab_size)) {
+    }
+    if (!root) {
+        rc = K3_EXIT_OK;
+        goto done;
+    }
+    if (npy_write(out, logits, n, mj.cfg.vocab_size)) {
         fprintf(stderr, "%s: cannot write %s\n", cmd, out);
         goto done;
     }
@@ -208,9 +224,8 @@ done:
     free(logits);
     k3_seq_cache_free(&cache);
     k3_forward_free(fwd);
-    k3_cpu_backend_free(&be);
-    k3_weights_free(&w);
-    if (ck) k3_checkpoint_free(ck);
+    k3_model_job_free(&mj);
     free(ids);
     return rc;
+
 }

@@ -13,7 +13,7 @@
 #include "mpi/bootstrap.h"
 
 #define K3_VERSION "0.1.0"
-#define JOB_OPTS "model config set tp adp backend threads log-level"
+#define JOB_OPTS "model config set tp adp comm backend threads log-level"
 
 const struct k3_cmd k3_cmds[] = {
     {"serve", "Serve the OpenAI and Anthropic HTTP APIs (rank 0) with every rank running the "

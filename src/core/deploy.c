@@ -19,7 +19,7 @@ const struct k3_cfg_key k3_deploy_schema[] = {
      "ranks per attention group (tensor parallel); heads are split across them", 0},
     {"parallel.adp", K3_CFG_INT, OFF(parallel.adp), "1", 1, 1024, NULL, "--adp",
      "attention-data-parallel groups; the job has tp * adp ranks, experts spread over all", 0},
-    {"parallel.comm", K3_CFG_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|mpi|nccl", NULL,
+    {"parallel.comm", K3_CFG_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|mpi|nccl", "--comm",
      "communicator for activations: nccl (one rank per GPU), mpi (CPU ranks, or GPU ranks "
      "sharing a GPU, host-staged); auto = nccl with backend cuda, else mpi", 0},
     {"backend.kind", K3_CFG_ENUM, OFF(backend.kind), "cpu", 0, 0, "cpu|cuda", "--backend",

@@ -286,12 +286,14 @@ static void idle_slice(struct k3_forward *f)
         if (f->w->layers[l].is_moe) moe_ep_block(f, l, f->xn, 0, f->m_out);
 }
 
-void k3_forward_idle(struct k3_forward *f)
+int k3_forward_idle(struct k3_forward *f)
 {
     int most;
     struct k3_err err;
-    if (!f->par || agree_slices(f, 0, &most, &err)) return;
+    if (!f->par) return 0;
+    if (agree_slices(f, 0, &most, &err)) return -1;
     for (int s = 0; s < most; s++) idle_slice(f);
+    return 0;
 }
 
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,

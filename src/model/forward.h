@@ -78,7 +78,9 @@ int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *
                    float *logits, struct k3_err *err);
 
 /* Sharded runs: a call of k3_forward_run on one rank is matched by a call on
- * every other rank; a rank whose group has nothing to run calls this. */
-void k3_forward_idle(struct k3_forward *f);
+ * every other rank; a rank whose group has nothing to run calls this. It
+ * returns -1 when some rank refused its input in this call (as
+ * k3_forward_run does on every rank then), so that all stop together. */
+int k3_forward_idle(struct k3_forward *f);
 
 #endif

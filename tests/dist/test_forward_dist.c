@@ -96,7 +96,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         int seq = r * adp + g.group; /* group g's sequence this round, if any */
         if (seq >= n_seqs) {
-            for (int step = 0; step < 1 + N_DECODE; step++) k3_forward_idle(f_sh);
+            for (int step = 0; step < 1 + N_DECODE; step++) K3_CHECK(k3_forward_idle(f_sh) == 0, "idle");
             continue;
         }
         int n = lengths[seq % 8];
