@@ -16,11 +16,11 @@
  *                 "final_in"          for the last layer: the output mix
  *   final state:  "final_norm"        after the final norm, what lm_head sees
  *
- * Parallel layout, for now: tp = 1 and adp = W, every rank a replica of the
- * model running its own samples (sample s on attention group s mod adp; the
- * group's leader holds its hidden states and hands them to the writer). The
- * tp > 1 layout needs the distributed forward pass; the writer already takes
- * rows from whichever ranks hold them. Samples are processed in rounds of at
+ * Parallel layout: tp × adp = W ranks running the sharded forward pass
+ * (model/parallel.h). Sample s goes to attention group s mod adp; the ranks of
+ * a group all see the full-width residual stream, and the group's leader
+ * (tp_rank 0) hands its samples' rows to the writer, which moves them to the
+ * chunk owners (io/h5_dump.c). Samples are processed in rounds of at
  * least scheduler.max_batch_tokens × adp tokens (the same cut on every rank),
  * and every round ends with a collective flush, which is also the resume
  * granularity (the journal advances once per round).
@@ -45,6 +45,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/shard.h"
 #include "model/weights.h"
 #include "mpi/bootstrap.h"
 #include "mpi/groups.h"
@@ -334,9 +335,6 @@ int k3_cmd_dump(struct k3_cli *cli)
         return usage_error(root, "dump.compression must be 0: compressed chunks change the file's metadata on "
                            "every write, which would make a killed dump unresumable, and bf16 activations "
                            "barely compress (research/serving.md §9.1)%s%s", "", "");
-    if (dp->parallel.tp != 1)
-        return usage_error(root, "tp > 1 needs the distributed forward pass, not built yet; run with tp = 1 "
-                           "(every rank a replica: --tp 1 --adp <ranks>)%s%s", "", "");
     struct k3_groups groups;
     struct k3_err err;
     if (k3_groups_init(&groups, job, dp->parallel.tp, dp->parallel.adp, &err))
@@ -408,10 +406,21 @@ int k3_cmd_dump(struct k3_cli *cli)
     rc = K3_EXIT_FAIL;
     int64_t max_len = 0;
     for (int64_t i = 0; i < smp.n; i++) max_len = smp.len[i] > max_len ? smp.len[i] : max_len;
-    int bad = k3_checkpoint_open(model, &ck, &err) || k3_weights_load(&cfg, ck, &wts, &err);
+    /* One rank: the whole model. Several: the sharded forward (model/parallel.h),
+     * TP inside each attention group, experts over every rank. */
+    struct k3_comm tp_comm, ep_comm;
+    k3_comm_init_mpi(&tp_comm, groups.tp_comm, dp->watchdog.timeout_s);
+    k3_comm_init_mpi(&ep_comm, groups.ep_comm, dp->watchdog.timeout_s);
+    struct k3_model_par par = {.shard = {.tp = groups.tp, .tp_rank = groups.tp_rank, .ep = job->world,
+                                         .ep_rank = job->rank},
+                               .tp_comm = &tp_comm, .ep_comm = &ep_comm};
+    int leader = groups.tp_rank == 0;
+    int bad = k3_checkpoint_open(model, &ck, &err) || k3_weights_load(&cfg, ck, &wts, &err) ||
+              (job->world > 1 && k3_weights_shard(&wts, &par.shard, &err));
     if (!bad && k3_cpu_backend_init(&be, dp->backend.threads) != 0)
         bad = k3_err_set(&err, "cannot start %d CPU threads", dp->backend.threads) != 0;
-    struct k3_forward_opts fo = {.max_tok = 512, .max_ctx = max_len, .kda_chunk = 64, .mla_absorb = -1};
+    struct k3_forward_opts fo = {.max_tok = 512, .max_ctx = max_len, .kda_chunk = 64, .mla_absorb = -1,
+                                 .par = job->world > 1 ? &par : NULL};
     if (!bad && (k3_forward_init(&fwd, &cfg, &wts, &be, &fo, &err) || k3_seq_cache_init(&cache, &cfg, max_len, &err)))
         bad = 1;
     int any_bad;
@@ -487,7 +496,7 @@ int k3_cmd_dump(struct k3_cli *cli)
     for (int d = 0; d < cap.n_ds; d++) hook_names[d] = cap.names[d];
     hook.names = hook_names;
     hook.n_names = cap.n_ds;
-    k3_forward_set_dump(fwd, &hook);
+    if (leader) k3_forward_set_dump(fwd, &hook);   /* the group's leader holds its samples' rows */
     cap.w = w;
 
     /* Rounds of at least round_tokens tokens; a collective flush after each. */
@@ -499,15 +508,22 @@ int k3_cmd_dump(struct k3_cli *cli)
     for (int64_t s = n_done; s < smp.n;) {
         int64_t end = s, tok = 0;
         while (end < smp.n && (tok < round_tokens || end == s)) tok += smp.len[end++];
+        /* Sample i goes to group i mod adp. Every forward call is matched on
+         * every rank (the MoE collectives span all of them): a group with fewer
+         * samples this round, or one that failed, calls k3_forward_idle. */
         int failed = 0;
-        for (int64_t i = s; i < end && !failed; i++) {
-            int group = (int)(i % groups.adp);
-            if (k3_groups_leader(&groups, group) != job->rank) continue;
+        int64_t per_group = (end - s + groups.adp - 1) / groups.adp;
+        for (int64_t j = 0; j < per_group; j++) {
+            int64_t i = s + j * groups.adp + ((groups.group - s % groups.adp + groups.adp) % groups.adp);
+            if (i >= end || failed) {
+                if (job->world > 1) k3_forward_idle(fwd);
+                continue;
+            }
             k3_seq_cache_reset(&cache, &cfg);
             cap.sample = i;
             memset(cap.row, 0, sizeof cap.row);
             if (k3_forward_run(fwd, &cache, smp.tokens + smp.off[i], smp.len[i], NULL, &err) ||
-                (cap.failed && (err = cap.err, 1)) || k3_h5_dump_sample_done(w, i, &err)) {
+                (cap.failed && (err = cap.err, 1)) || (leader && k3_h5_dump_sample_done(w, i, &err))) {
                 k3_err_prefix(&err, "sample %lld (id %s)", (long long)i, smp.ids + i * ID_BYTES);
                 failed = 1;
             }
@@ -544,6 +560,8 @@ done:
     k3_cpu_backend_free(&be);
     k3_weights_free(&wts);
     if (ck) k3_checkpoint_free(ck);
+    k3_comm_free(&tp_comm);
+    k3_comm_free(&ep_comm);
     samples_free(&smp);
     k3_groups_free(&groups);
     return rc;
