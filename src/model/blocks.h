@@ -13,9 +13,12 @@
 /* Buffers of the expert-parallel MoE (moe_ep.c), grown on demand and kept. */
 struct k3_moe_ep {
     struct k3_moe_layout layout;
-    float *recv, *pair_x, *pair_y, *pair_w, *y_recv, *routed;
+    float *recv, *pair_x, *pair_y, *pair_w, *y_recv, *routed, *zpart;
     int32_t *pair_idx;
-    size_t recv_cap, pair_x_cap, pair_y_cap, pair_w_cap, pair_idx_cap, y_recv_cap, routed_cap;
+    void *xpose;                 /* send + receive blocks of the latent transposes */
+    size_t *xpose_counts;        /* [4 * tp] */
+    size_t recv_cap, pair_x_cap, pair_y_cap, pair_w_cap, pair_idx_cap, y_recv_cap, routed_cap, zpart_cap,
+        xpose_cap;
 };
 
 struct k3_forward {

@@ -150,10 +150,11 @@ int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
         k3_split(cfg->n_heads, s->tp, s->tp_rank, &b, &e);
         f->mla_heads = (int)(e - b);
         k3_moe_layout_init(&f->ep.layout, cfg->n_experts > 0 ? cfg->n_experts : 1, s->ep, s->ep_rank);
+        f->ep.xpose_counts = calloc(4 * (size_t)s->tp, sizeof(size_t));
         if (s->tp > 1) {
             int64_t vp = (cfg->vocab_size + s->tp - 1) / s->tp;
             f->lm_gather = malloc(sizeof(float) * (size_t)((s->tp + 1) * T * vp));
-            if (!f->lm_gather) {
+            if (!f->lm_gather || !f->ep.xpose_counts) {
                 k3_forward_free(f);
                 return k3_err_set(err, "out of memory for the vocabulary gather");
             }

@@ -9,10 +9,12 @@
  * (tp 8 on a 4-head model), and then contributes zeros to the all-reduce.
  *
  * Column-parallel (output rows split): q/k/v, conv taps, A_log, dt_bias,
- * f_b, b, g / g_b (KDA); q or q_b, kv_b, g (MLA); gate, up; lm_head.
- * Row-parallel (input columns split, partial sums): o_proj, down.
+ * f_b, b, g / g_b (KDA); q or q_b, kv_b, g (MLA); gate, up; the latent
+ * down-projection; lm_head.
+ * Row-parallel (input columns split, partial sums): o_proj, down, the latent
+ * up-projection.
  * Replicated: norms, f_a, g_a, q_a, kv_a (the latent is shared by all heads),
- * the router, the latent down/up projections, embeddings. */
+ * the router, embeddings. */
 #include "model/shard.h"
 
 #include <string.h>
@@ -119,6 +121,11 @@ int k3_weights_shard(struct k3_weights *w, const struct k3_shard *s, struct k3_e
         }
         if (lw->is_moe) {
             struct k3_moe_weights *m = &lw->moe;
+            if (m->latent_down.data) {
+                k3_split(m->latent_down.rows, s->tp, s->tp_rank, &b, &e);
+                rows_of(&m->latent_down, 1, b, e);
+                if (cols_of(&m->latent_up, 1, b, e, err)) return -1;
+            }
             int per = (c->n_experts + s->ep - 1) / s->ep;
             for (int x = 0; x < c->n_experts; x++) {
                 if (x / per == s->ep_rank) continue;
