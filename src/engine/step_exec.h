@@ -1,0 +1,47 @@
+/* step_exec.h - every rank runs the step that rank 0 planned.
+ *
+ * A rank runs the sequences of its attention group in plan order, each from
+ * the cache its KDA slot names, and calls k3_forward_idle for every sequence
+ * another group has beyond its own count, so that all ranks make the same
+ * number of forward calls (the MoE collectives span every rank). For each
+ * K3_SEQ_SAMPLE sequence the group's leader (tp rank 0) picks the next token
+ * from the last position's logits, and rank 0 gathers them.
+ *
+ * Caches here are one contiguous k3_seq_cache per slot (the forward's own
+ * layout); paged MLA blocks and the prefix cache come with the serving loop,
+ * which will fill the plan's block tables. Sampling here is greedy (the
+ * sampler with temperature, top-p and penalties belongs to the serving loop);
+ * a plan that asks for anything else is refused, not approximated. */
+#ifndef K3_ENGINE_STEP_EXEC_H
+#define K3_ENGINE_STEP_EXEC_H
+
+#include "core/err.h"
+#include "engine/step_plan.h"
+#include "model/forward.h"
+#include "mpi/groups.h"
+
+struct k3_step_exec {
+    const struct k3_model_config *cfg;
+    struct k3_forward *fwd;
+    const struct k3_groups *groups;
+    MPI_Comm world;
+    struct k3_seq_cache *slots;   /* [n_slots] */
+    int n_slots;
+    float *logits;                /* [max_new, vocab] */
+    int64_t max_new;
+    struct k3_sampled *mine;      /* [max sequences of a plan] */
+    int mine_cap;
+};
+
+int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
+                      struct k3_forward *fwd, const struct k3_groups *groups, MPI_Comm world,
+                      int n_slots, int64_t max_ctx, int64_t max_new, struct k3_err *err);
+void k3_step_exec_free(struct k3_step_exec *ex);
+
+/* Runs the plan on this rank. On rank 0, `out` (capacity plan->n_seqs)
+ * receives the sampled tokens and the return value is their count; other
+ * ranks return 0. A sequence the plan gets wrong (slot, length, sampling) is
+ * fatal: the plan is built by rank 0 and checked there first. */
+int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, struct k3_sampled *out);
+
+#endif
