@@ -1,20 +1,22 @@
 /* step_exec.c - see step_exec.h. */
 #include "engine/step_exec.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "engine/sample_dist.h"
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
-                      struct k3_forward *fwd, const struct k3_groups *groups, MPI_Comm world,
+                      struct k3_forward *fwd, const struct k3_groups *groups, struct k3_comm *tp_comm,
+                      MPI_Comm world,
                       int n_slots, int64_t max_ctx, int64_t max_new, struct k3_err *err)
 {
     memset(ex, 0, sizeof *ex);
     ex->cfg = cfg;
     ex->fwd = fwd;
     ex->groups = groups;
+    ex->tp_comm = tp_comm;
     ex->world = world;
     ex->max_new = max_new;
     ex->slots = calloc((size_t)n_slots, sizeof *ex->slots);
@@ -40,17 +42,6 @@ void k3_step_exec_free(struct k3_step_exec *ex)
     memset(ex, 0, sizeof *ex);
 }
 
-static int32_t greedy(const float *x, int64_t n, float *logprob)
-{
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - x[best]);
-    *logprob = (float)-log(sum);
-    return (int32_t)best;
-}
-
 int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, struct k3_sampled *out)
 {
     const struct k3_groups *g = ex->groups;
@@ -67,7 +58,10 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         ex->mine_cap = plan->n_seqs;
     }
     int first = plan->group_first[g->group], count = plan->group_first[g->group + 1] - first, n_mine = 0;
-    int64_t V = ex->cfg->vocab_size;
+    int64_t v0, v1;
+    k3_forward_vocab_range(ex->fwd, &v0, &v1);
+    int64_t nv = v1 - v0;
+    struct k3_comm *vocab_comm = nv < ex->cfg->vocab_size ? ex->tp_comm : NULL;
     for (int j = 0; j < most; j++) {
         if (j >= count) {
             K3_CHECK(k3_forward_idle(ex->fwd) == 0, "another rank refused its part of step %llu",
@@ -90,10 +84,10 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         if (k3_forward_run(ex->fwd, c, plan->tokens + s->first_token, s->n_new, ex->logits, &err))
             K3_FATAL("step %llu, sequence %llu: %s", (unsigned long long)plan->step,
                      (unsigned long long)s->seq_id, err.msg);
-        if ((s->flags & K3_SEQ_SAMPLE) && g->tp_rank == 0) {
-            struct k3_sampled *m = &ex->mine[n_mine++];
-            m->seq = first + j;
-            m->token = greedy(ex->logits + (int64_t)(s->n_new - 1) * V, V, &m->logprob);
+        if (s->flags & K3_SEQ_SAMPLE) {
+            struct k3_sampled m = {.seq = first + j};
+            k3_dist_greedy(ex->logits + (int64_t)(s->n_new - 1) * nv, nv, v0, vocab_comm, &m.token, &m.logprob);
+            if (g->tp_rank == 0) ex->mine[n_mine++] = m;
         }
     }
     return k3_plan_gather_sampled(plan, ex->world, 0, ex->mine, n_mine, out);

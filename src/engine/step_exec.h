@@ -4,8 +4,10 @@
  * the cache its KDA slot names, and calls k3_forward_idle for every sequence
  * another group has beyond its own count, so that all ranks make the same
  * number of forward calls (the MoE collectives span every rank). For each
- * K3_SEQ_SAMPLE sequence the group's leader (tp rank 0) picks the next token
- * from the last position's logits, and rank 0 gathers them.
+ * K3_SEQ_SAMPLE sequence the group picks the next token from the last
+ * position's logits (vocabulary-parallel when the forward keeps its logits
+ * local: engine/sample_dist.h), its leader (tp rank 0) reports it, and rank 0
+ * gathers them.
  *
  * Caches here are one contiguous k3_seq_cache per slot (the forward's own
  * layout); paged MLA blocks and the prefix cache come with the serving loop,
@@ -18,12 +20,14 @@
 #include "core/err.h"
 #include "engine/step_plan.h"
 #include "model/forward.h"
+#include "mpi/comm.h"
 #include "mpi/groups.h"
 
 struct k3_step_exec {
     const struct k3_model_config *cfg;
     struct k3_forward *fwd;
     const struct k3_groups *groups;
+    struct k3_comm *tp_comm;      /* the group, for sampling over vocabulary slices */
     MPI_Comm world;
     struct k3_seq_cache *slots;   /* [n_slots] */
     int n_slots;
@@ -34,7 +38,8 @@ struct k3_step_exec {
 };
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
-                      struct k3_forward *fwd, const struct k3_groups *groups, MPI_Comm world,
+                      struct k3_forward *fwd, const struct k3_groups *groups, struct k3_comm *tp_comm,
+                      MPI_Comm world,
                       int n_slots, int64_t max_ctx, int64_t max_new, struct k3_err *err);
 void k3_step_exec_free(struct k3_step_exec *ex);
 

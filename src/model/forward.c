@@ -244,6 +244,12 @@ void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits
     /* Each rank computes its rows of the vocabulary, padded to vp columns so
      * the all-gather moves equal blocks; then the blocks are laid side by side. */
     const struct k3_shard *s = &f->par->shard;
+    if (f->opts.vocab_local) {
+        struct k3_matmul_params pl = {.x = xn, .ldx = cfg->hidden_size, .w = &f->w->lm_head, .y = logits,
+                                      .ldy = f->w->lm_head.rows, .n = n};
+        if (f->w->lm_head.rows) f->be->ops->matmul(f->be, &pl);
+        return;
+    }
     int64_t V = cfg->vocab_size, vp = (V + s->tp - 1) / s->tp, T = f->opts.max_tok;
     float *mine = f->lm_gather + (int64_t)s->tp * T * vp, *all = f->lm_gather;
     memset(mine, 0, sizeof(float) * (size_t)(n * vp));
@@ -256,6 +262,18 @@ void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits
         k3_split(V, s->tp, r, &b, &e);
         for (int64_t i = 0; i < n; i++)
             memcpy(logits + i * V + b, all + (r * n + i) * vp, sizeof(float) * (size_t)(e - b));
+    }
+}
+
+void k3_forward_vocab_range(const struct k3_forward *f, int64_t *v0, int64_t *v1)
+{
+    *v0 = 0;
+    *v1 = f->cfg->vocab_size;
+    if (f->par && f->par->shard.tp > 1 && f->opts.vocab_local) {
+        long long b, e;
+        k3_split(f->cfg->vocab_size, f->par->shard.tp, f->par->shard.tp_rank, &b, &e);
+        *v0 = b;
+        *v1 = e;
     }
 }
 
@@ -315,7 +333,9 @@ int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *
     for (int s = n_slices; s < most; s++) idle_slice(f);
     for (int64_t s = 0; s < n; s += f->opts.max_tok) {
         int64_t m = n - s < f->opts.max_tok ? n - s : f->opts.max_tok;
-        float *lg = logits ? logits + s * cfg->vocab_size : NULL;
+        int64_t v0, v1;
+        k3_forward_vocab_range(f, &v0, &v1);
+        float *lg = logits ? logits + s * (v1 - v0) : NULL;
         /* Block AttnRes is what sets the K3 layer loop apart; every other K3
          * difference (gate form, latent MoE, gated MLA) is a per-block config flag. */
         if (cfg->attn_res_block_size > 0) k3_arch_k3_run(f, c, ids + s, m, lg);

@@ -64,6 +64,9 @@ struct k3_forward_opts {
                                 0: never; 1: always */
     const struct k3_model_par *par; /* sharded run (model/parallel.h; weights cut by
                                        k3_weights_shard); NULL on one rank */
+    int vocab_local;         /* sharded run: logits are this rank's vocabulary rows
+                                [n, v1 - v0] (k3_forward_vocab_range), for sampling
+                                across the group without gathering [n, vocab] */
 };
 
 int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
@@ -76,6 +79,10 @@ void k3_forward_set_dump(struct k3_forward *f, const struct k3_dump *dump);
  * (logits may be NULL to skip lm_head). Returns 0 or -1 (cache full). */
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                    float *logits, struct k3_err *err);
+
+/* The vocabulary rows [v0, v1) this rank's logits hold ([0, vocab) unless
+ * sharded with vocab_local). */
+void k3_forward_vocab_range(const struct k3_forward *f, int64_t *v0, int64_t *v1);
 
 /* Sharded runs: a call of k3_forward_run on one rank is matched by a call on
  * every other rank; a rank whose group has nothing to run calls this. It

@@ -75,6 +75,8 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
     fwd_dump(f, f->xn, n, d, "final_norm");
     if (logits) {
         fwd_lm_head(f, f->xn, n, logits);
-        fwd_dump(f, logits, n, cfg->vocab_size, "logits");
+        int64_t v0, v1;
+        k3_forward_vocab_range(f, &v0, &v1);
+        fwd_dump(f, logits, n, v1 - v0, "logits");
     }
 }

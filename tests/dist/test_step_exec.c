@@ -75,11 +75,13 @@ int main(int argc, char **argv)
         K3_FATAL("%s", err.msg);
     struct k3_backend be;
     K3_CHECK(k3_cpu_backend_init(&be, 1) == 0, "no CPU backend");
-    struct k3_forward_opts opts = {.max_tok = 24, .max_ctx = MAX_LEN, .kda_chunk = 64, .mla_absorb = -1, .par = &par};
+    /* logits stay vocabulary-parallel: tokens are picked across the group */
+    struct k3_forward_opts opts = {.max_tok = 24, .max_ctx = MAX_LEN, .kda_chunk = 64, .mla_absorb = -1,
+                                   .par = &par, .vocab_local = 1};
     struct k3_forward *f;
     struct k3_step_exec ex;
     if (k3_forward_init(&f, &cfg, &w, &be, &opts, &err) ||
-        k3_step_exec_init(&ex, &cfg, f, &g, job.world_comm, N_SEQ, MAX_LEN, MAX_LEN, &err))
+        k3_step_exec_init(&ex, &cfg, f, &g, &tp_comm, job.world_comm, N_SEQ, MAX_LEN, MAX_LEN, &err))
         K3_FATAL("%s", err.msg);
 
     struct k3_step_plan plan;
