@@ -1,5 +1,7 @@
-/* attn_res.cu - Block AttnRes mix (ops.h; model-architecture.md §3.3), one
- * block per token, optionally fused with the following RMSNorm.
+/* attn_res.cu - Block AttnRes mix (ops.h; model-architecture.md §3.3),
+ * optionally fused with the following RMSNorm. Three paths: a split over
+ * many blocks per token for ≤ 32 tokens (decode; below, before launch()),
+ * one block per token with a single sweep for ≤ 16 candidates, and:
  *
  * The general kernel (any n_cand ≤ 64): per candidate j, two block sums (Σv², Σv·q) give the score
  * s_j = (v·q) / sqrt(mean(v²) + eps); the softmax over the ≤ 64 scores is
@@ -198,8 +200,120 @@ static __global__ void attn_res_fast_kernel(struct attn_res_args a)
     }
 }
 
+/* Few tokens (decode): one block per token leaves all but n SMs idle and the
+ * op latency-bound (18 µs for one 7168-wide token with 9 candidates). The
+ * split path gives each token S = d/512 blocks of 128 threads, one float4 of
+ * every candidate per thread: kernel 1 writes per-block partial Σv², Σv·q;
+ * kernel 2 sums the S partials in a fixed order (deterministic), takes the
+ * softmax and mixes its columns (and writes a partial Σout² for the norm);
+ * kernel 3 (fused norm only) scales its columns. Partials go to backend
+ * scratch: [n][S][33] floats. */
+#define SPLIT_COLS 512
+#define SPLIT_THREADS 128
+#define SPLIT_STRIDE 33
+
+static __global__ void attn_res_split_partial(struct attn_res_args a, float *part)
+{
+    const int C = ATTN_RES_FAST_CAND;
+    __shared__ float red[SPLIT_THREADS / 32][2 * ATTN_RES_FAST_CAND];
+    int64_t t = blockIdx.y, d = a.d;
+    int S = gridDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t c = (int64_t)blockIdx.x * SPLIT_COLS + threadIdx.x * 4;
+    float q[4] = {0, 0, 0, 0};
+    if (c < d) ld<4>(a.q + c, q);
+#pragma unroll
+    for (int j = 0; j < C; j++) {
+        if (j < a.n_cand) {   /* uniform */
+            float v[4] = {0, 0, 0, 0};
+            if (c < d) ld<4>(a.cand[j] + t * d + c, v);
+            float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+            float dq = v[0] * q[0] + v[1] * q[1] + v[2] * q[2] + v[3] * q[3];
+            for (int o = 16; o > 0; o >>= 1) {
+                ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                dq += __shfl_xor_sync(0xffffffffu, dq, o);
+            }
+            if (lane == 0) {
+                red[warp][j] = ss;
+                red[warp][C + j] = dq;
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 * C && (threadIdx.x % C) < a.n_cand) {
+        float sum = 0.0f;
+        for (int w = 0; w < SPLIT_THREADS / 32; w++) sum += red[w][threadIdx.x];
+        part[(t * S + blockIdx.x) * SPLIT_STRIDE + threadIdx.x] = sum;
+    }
+}
+
+static __global__ void attn_res_split_mix(struct attn_res_args a, float *part)
+{
+    const int C = ATTN_RES_FAST_CAND;
+    __shared__ float score[ATTN_RES_FAST_CAND];
+    __shared__ float sh[32];
+    int64_t t = blockIdx.y, d = a.d;
+    int S = gridDim.x;
+    if (threadIdx.x < a.n_cand) {
+        float ss = 0.0f, dq = 0.0f;
+        for (int s2 = 0; s2 < S; s2++) {   /* fixed order: the same sum in every block */
+            ss += part[(t * S + s2) * SPLIT_STRIDE + threadIdx.x];
+            dq += part[(t * S + s2) * SPLIT_STRIDE + C + threadIdx.x];
+        }
+        score[threadIdx.x] = dq / sqrtf(ss / (float)d + a.eps);
+    }
+    __syncthreads();
+    float alpha[C], mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < C; j++)
+        if (j < a.n_cand) mx = fmaxf(mx, score[j]);
+#pragma unroll
+    for (int j = 0; j < C; j++) {
+        alpha[j] = j < a.n_cand ? expf(score[j] - mx) : 0.0f;
+        sum += alpha[j];
+    }
+    float inv_sum = 1.0f / sum;
+    int64_t c = (int64_t)blockIdx.x * SPLIT_COLS + threadIdx.x * 4;
+    float acc[4] = {0, 0, 0, 0};
+    if (c < d) {
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+            if (j < a.n_cand) {
+                float v[4];
+                ld<4>(a.cand[j] + t * d + c, v);
+#pragma unroll
+                for (int k = 0; k < 4; k++) acc[k] += alpha[j] * v[k];
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc[k] *= inv_sum;
+        st<4>(a.out + t * d + c, acc);
+    }
+    if (!a.normed) return;   /* uniform */
+    float ss_out = acc[0] * acc[0] + acc[1] * acc[1] + acc[2] * acc[2] + acc[3] * acc[3];
+    ss_out = k3_block_sum(ss_out, sh);
+    if (threadIdx.x == 0) part[(t * S + blockIdx.x) * SPLIT_STRIDE + 2 * C] = ss_out;
+}
+
+static __global__ void attn_res_split_norm(struct attn_res_args a, const float *part)
+{
+    const int C = ATTN_RES_FAST_CAND;
+    int64_t t = blockIdx.y, d = a.d;
+    int S = gridDim.x;
+    float ss = 0.0f;
+    for (int s2 = 0; s2 < S; s2++) ss += part[(t * S + s2) * SPLIT_STRIDE + 2 * C];
+    float inv = 1.0f / sqrtf(ss / (float)d + a.norm_eps);
+    int64_t c = (int64_t)blockIdx.x * SPLIT_COLS + threadIdx.x * 4;
+    if (c >= d) return;
+    float v[4], w[4];
+    ld<4>(a.out + t * d + c, v);
+    if (a.norm_w) ld<4>(a.norm_w + c, w);
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = a.norm_w ? v[k] * inv * w[k] : v[k] * inv;
+    st<4>(a.normed + t * d + c, v);
+}
+
 static void launch(const struct k3_attn_res_params *p, const float *norm_w, float *normed,
-                   double norm_eps, cudaStream_t s)
+                   double norm_eps, float *scratch, size_t scratch_floats, cudaStream_t s)
 {
     K3_CHECK(p->n_cand >= 1 && p->n_cand <= ATTN_RES_MAX_CAND, "%d AttnRes candidates (max %d)",
              p->n_cand, ATTN_RES_MAX_CAND);
@@ -219,6 +333,20 @@ static void launch(const struct k3_attn_res_params *p, const float *norm_w, floa
         int vec4 = p->d % 4 == 0 && k3_aligned16(p->q) && k3_aligned16(p->out) &&
                    (!normed || k3_aligned16(normed)) && (!norm_w || k3_aligned16(norm_w));
         for (int j = 0; j < p->n_cand; j++) vec4 = vec4 && k3_aligned16(p->cand[j]);
+        int64_t S = (p->d + SPLIT_COLS - 1) / SPLIT_COLS;
+        if (vec4 && scratch && p->n <= 32 && S <= 65535 &&
+            (size_t)(p->n * S * SPLIT_STRIDE) <= scratch_floats) {
+            dim3 grid((unsigned)S, (unsigned)p->n);
+            attn_res_split_partial<<<grid, SPLIT_THREADS, 0, s>>>(a, scratch);
+            K3_CHECK_LAUNCH();
+            attn_res_split_mix<<<grid, SPLIT_THREADS, 0, s>>>(a, scratch);
+            K3_CHECK_LAUNCH();
+            if (normed) {
+                attn_res_split_norm<<<grid, SPLIT_THREADS, 0, s>>>(a, scratch);
+                K3_CHECK_LAUNCH();
+            }
+            return;
+        }
         int vec = vec4 ? 4 : 1;
         int64_t units = p->d / vec;
         int threads = units >= ATTN_RES_THREADS ? ATTN_RES_THREADS : (int)((units + 31) / 32 * 32);
@@ -233,23 +361,28 @@ static void launch(const struct k3_attn_res_params *p, const float *norm_w, floa
 
 extern "C" void k3_cuda_attn_res_launch(const struct k3_attn_res_params *p, cudaStream_t s)
 {
-    launch(p, NULL, NULL, 0.0, s);
+    launch(p, NULL, NULL, 0.0, NULL, 0, s);
 }
 
 extern "C" void k3_cuda_attn_res_norm_launch(const struct k3_attn_res_norm_params *p,
                                              cudaStream_t s)
 {
     K3_CHECK(p->normed, "attn_res_norm without an output for the norm");
-    launch(&p->mix, p->norm_w, p->normed, p->norm_eps, s);
+    launch(&p->mix, p->norm_w, p->normed, p->norm_eps, NULL, 0, s);
 }
 
+/* The backend's entry points may take the split path (they own scratch). */
 extern "C" void k3_cuda_attn_res(struct k3_backend *be, const struct k3_attn_res_params *p)
 {
-    k3_cuda_attn_res_launch(p, k3_cuda_impl(be)->stream);
+    struct k3_cuda_backend *cb = k3_cuda_impl(be);
+    launch(p, NULL, NULL, 0.0, cb->op_scratch, cb->op_scratch_floats, cb->stream);
 }
 
 extern "C" void k3_cuda_attn_res_norm(struct k3_backend *be,
                                       const struct k3_attn_res_norm_params *p)
 {
-    k3_cuda_attn_res_norm_launch(p, k3_cuda_impl(be)->stream);
+    struct k3_cuda_backend *cb = k3_cuda_impl(be);
+    K3_CHECK(p->normed, "attn_res_norm without an output for the norm");
+    launch(&p->mix, p->norm_w, p->normed, p->norm_eps, cb->op_scratch, cb->op_scratch_floats,
+           cb->stream);
 }

@@ -18,6 +18,7 @@
 
 #define WORKSPACE_BYTES (32u << 20)       /* cuBLASLt workspace: enough for split-K on Hopper */
 #define DEFAULT_SCRATCH_BYTES (64u << 20) /* bf16 copies of GEMM inputs: 4096 rows × 8192 */
+#define OP_SCRATCH_BYTES (1u << 20)       /* per-op partials: AttnRes split, 32 tokens × 248 blocks */
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -95,7 +96,7 @@ extern "C" int k3_cuda_backend_init(struct k3_backend *be, const struct k3_cuda_
     size_t total = round_up(cfg->weights_bytes, K3_CUDA_ALIGN) +
                    round_up(cfg->act_bytes, K3_CUDA_ALIGN) +
                    round_up(cfg->cache_bytes, K3_CUDA_ALIGN) + round_up(scratch, K3_CUDA_ALIGN) +
-                   WORKSPACE_BYTES + K3_CUDA_ALIGN;
+                   WORKSPACE_BYTES + OP_SCRATCH_BYTES + K3_CUDA_ALIGN;
     cudaError_t rc = cudaMalloc(&cb->device_mem, total);
     if (rc != cudaSuccess) {
         (void)cudaGetLastError();
@@ -113,6 +114,9 @@ extern "C" int k3_cuda_backend_init(struct k3_backend *be, const struct k3_cuda_
     arena_carve(&cb->scratch, "scratch", "scratch_bytes", &cur, scratch);
     void *ws = cur;
     cur += WORKSPACE_BYTES;
+    cb->op_scratch = (float *)cur;
+    cb->op_scratch_floats = OP_SCRATCH_BYTES / sizeof(float);
+    cur += OP_SCRATCH_BYTES;
     cb->err_word = (int *)cur;
     K3_CHECK_CUDA(cudaMemsetAsync(cb->err_word, 0, 2 * sizeof(int), cb->stream));
     K3_CHECK_CUDA(cudaStreamSynchronize(cb->stream));

@@ -77,6 +77,8 @@ struct k3_cuda_backend {
     struct k3_cuda_arena weights, act, cache, scratch;
     int *err_word;                  /* device: first device-side error code (0: none) */
     struct k3_cuda_matmul_ctx *mm;  /* cuBLASLt handle, workspace, plan cache */
+    float *op_scratch;              /* small per-op partial sums (AttnRes split path) */
+    size_t op_scratch_floats;
 };
 
 /* Device-side error codes written to err_word by kernels. */

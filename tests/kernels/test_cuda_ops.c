@@ -542,6 +542,7 @@ static void test_router(void)
  * moves the softmax weights by ~1e-6 relative. Tolerance 1e-4 of
  * max_j |V_j[c]| (the scale any output element lives on); the fused norm
  * divides by an fp32 rms on top: 2e-4 of |ref|·... likewise. */
+/* n ≤ 32 with float4-able rows takes the split path (many blocks per token). */
 static void attn_res_case(int64_t n, int64_t d, int n_cand, int fused)
 {
     char shape[64];
@@ -587,6 +588,8 @@ static void test_attn_res(void)
     attn_res_case(5, 7168, 9, 1);
     attn_res_case(16, 333, 5, 1);
     attn_res_case(3, 512, 20, 1);    /* more than 16 candidates: the general kernel */
+    attn_res_case(40, 1024, 9, 1);   /* > 32 tokens: one block per token, single sweep */
+    attn_res_case(1, 7000, 9, 1);    /* decode, d not a multiple of 512: split path tail */
 }
 
 /* ---- sampling -------------------------------------------------------------- */
