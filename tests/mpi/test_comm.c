@@ -3,8 +3,11 @@
  *
  *   test_comm            all checks; prints "N passed, N failed" on rank 0
  *   test_comm timeout    rank 1 skips a collective: the others must abort
- *                        the job after the 2 s timeout, naming themselves */
+ *                        the job after the 2 s timeout, naming themselves
+ *   test_comm die        rank 1 is killed (SIGKILL) before a collective:
+ *                        the job must end, non-zero, without a hang */
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +259,15 @@ int main(int argc, char **argv)
         float v = 1;
         if (job.rank == 1) sleep(30); /* never joins in time */
         c.ops->all_reduce(&c, &v, 1, K3_DTYPE_F32, "test.stuck");
+        k3_comm_free(&c);
+        k3_job_free(&job);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "die")) {
+        k3_comm_init_mpi(&c, job.world_comm, 10);
+        float v = 1;
+        if (job.rank == 1) raise(SIGKILL);
+        c.ops->all_reduce(&c, &v, 1, K3_DTYPE_F32, "test.dead_peer");
         k3_comm_free(&c);
         k3_job_free(&job);
         return 0;

@@ -14,4 +14,10 @@ for np in 2 4; do
     check_contains "np $np: names the collective" "$out" "waited 2 s in all_reduce for \"test.stuck\""
     check "np $np: ends well before rank 1 wakes (took ${took}s)" "$([ "$took" -lt 25 ] && echo yes)" yes
 done
+# a peer killed outright: mpirun or the timeout ends the job, never a hang
+start=$(date +%s)
+out=$(timeout 120 "$@" -np 3 "$BIN" die 2>&1); rc=$?
+took=$(( $(date +%s) - start ))
+check "dead peer: job fails" "$([ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo failed)" failed
+check "dead peer: ends within the 10 s timeout (took ${took}s)" "$([ "$took" -lt 40 ] && echo yes)" yes
 summary
