@@ -17,9 +17,13 @@
 
 #include "core/log.h"
 
+#ifndef BPE_SHORT
 #define BPE_SHORT 128 /* longest piece for the linear scan; above it the heap wins */
+#endif
+#define BPE_STACK 512 /* longest piece whose heap merge works in stack arrays */
 
-static size_t bpe_short(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+static size_t bpe_short(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                        int32_t *out)
 {
     uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
     size_t m = n;
@@ -34,8 +38,8 @@ static size_t bpe_short(const struct k3_tok *t, const uint8_t *s, size_t n, int3
         tok[bi] = best;
         for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1], rk[i] = rk[i + 1];
         m--;
-        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank(t, tok[bi], tok[bi + 1]);
-        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank(t, tok[bi - 1], tok[bi]);
+        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank_cached(t, c, tok[bi], tok[bi + 1]);
+        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank_cached(t, c, tok[bi - 1], tok[bi]);
     }
     for (size_t i = 0; i < m; i++) out[i] = (int32_t)tok[i];
     return m;
@@ -70,11 +74,16 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
     return top;
 }
 
-static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                       int32_t *out)
 {
-    /* Parts are named by the byte position where they start; next/prev link live ones. */
-    uint32_t *tok = malloc(sizeof(uint32_t) * n * 3);
-    uint64_t *heap = malloc(sizeof(uint64_t) * n * 2);
+    /* Parts are named by the byte position where they start; next/prev link live ones.
+     * Pieces up to BPE_STACK bytes (all but pathological ones) use the stack. */
+    uint32_t tok_stack[BPE_STACK * 3];
+    uint64_t heap_stack[BPE_STACK * 2];
+    int on_heap = n > BPE_STACK;
+    uint32_t *tok = on_heap ? malloc(sizeof(uint32_t) * n * 3) : tok_stack;
+    uint64_t *heap = on_heap ? malloc(sizeof(uint64_t) * n * 2) : heap_stack;
     K3_CHECK(tok && heap, "out of memory in BPE of a %zu-byte piece", n);
     uint32_t *next = tok + n, *prev = tok + 2 * n;
     size_t nh = 0;
@@ -84,7 +93,7 @@ static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32
         prev[i] = (uint32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+        uint32_t r = k3_tok_pair_rank_cached(t, c, tok[i], tok[i + 1]);
         if (r != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r << 32 | i);
     }
     while (nh) {
@@ -92,25 +101,27 @@ static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32
         uint32_t r = (uint32_t)(top >> 32), i = (uint32_t)top;
         uint32_t j = next[i];
         /* Stale entry: i was merged away (tok = NONE), or its pair is no longer rank r. */
-        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank(t, tok[i], tok[j]) != r) continue;
+        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank_cached(t, c, tok[i], tok[j]) != r) continue;
         tok[i] = r;
         tok[j] = K3_TOK_NONE;
         next[i] = next[j];
         if (next[j] < n) prev[next[j]] = i;
         if (next[i] < n) {
-            uint32_t r2 = k3_tok_pair_rank(t, tok[i], tok[next[i]]);
+            uint32_t r2 = k3_tok_pair_rank_cached(t, c, tok[i], tok[next[i]]);
             if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | i);
         }
         if (i > 0) {
             uint32_t p = prev[i];
-            uint32_t r2 = k3_tok_pair_rank(t, tok[p], tok[i]);
+            uint32_t r2 = k3_tok_pair_rank_cached(t, c, tok[p], tok[i]);
             if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | p);
         }
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i = next[i]) out[m++] = (int32_t)tok[i];
-    free(tok);
-    free(heap);
+    if (on_heap) {
+        free(tok);
+        free(heap);
+    }
     return m;
 }
 
@@ -121,19 +132,23 @@ void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
     size_t n = 256;
     while (n < 16384 && n * 8 < text_bytes) n *= 2;
     c->e = calloc(n, sizeof *c->e);
-    K3_CHECK(c->e, "out of memory");
+    c->pairs = malloc(sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
+    K3_CHECK(c->e && c->pairs, "out of memory");
+    memset(c->pairs, 0xFF, sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->mask = (uint32_t)n - 1;
 }
 
 void k3_bpe_cache_free(struct k3_bpe_cache *c)
 {
     free(c->e);
+    free(c->pairs);
     c->e = NULL;
+    c->pairs = NULL;
 }
 
 /* Whole-token lookup, then the merge. h is the piece hash (valid when n fits a token). */
-static size_t bpe_uncached(const struct k3_tok *t, const uint8_t *s, size_t n, uint64_t w0,
-                           uint64_t h, int32_t *out)
+static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
+                           size_t n, uint64_t w0, uint64_t h, int32_t *out)
 {
     if (n <= (size_t)t->max_token_bytes) {
         uint32_t r = k3_tok_piece_rank_h(t, s, n, w0, h);
@@ -142,7 +157,7 @@ static size_t bpe_uncached(const struct k3_tok *t, const uint8_t *s, size_t n, u
             return 1;
         }
     }
-    return n <= BPE_SHORT ? bpe_short(t, s, n, out) : bpe_long(t, s, n, out);
+    return n <= BPE_SHORT ? bpe_short(t, c, s, n, out) : bpe_long(t, c, s, n, out);
 }
 
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
@@ -155,7 +170,7 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
     uint64_t w0 = k3_tok_word(s, n, avail);
     if (n > K3_PIECE_CACHE_BYTES || !cache) {
         uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
-        return bpe_uncached(t, s, n, w0, h, out);
+        return bpe_uncached(t, cache, s, n, w0, h, out);
     }
     uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
     uint64_t h = k3_piece_hash(w0, s, n, avail);
@@ -165,7 +180,7 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
         return e->n_ids;
     }
     int32_t tmp[K3_PIECE_CACHE_BYTES];
-    size_t m = bpe_uncached(t, s, n, w0, h, tmp);
+    size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
     if (m <= K3_PIECE_CACHE_IDS) {
         e->w0 = w0;

@@ -147,10 +147,31 @@ struct k3_piece_cache_entry {
     int32_t ids[K3_PIECE_CACHE_IDS];
 };
 
+/* Pair lookups of the merges go through a small direct-mapped copy of the pair table's hot
+ * part (a << 40 | b << 20 | rank, rank 0xFFFFF = no token; UINT64_MAX = empty): the full
+ * table is megabytes, but the pairs that text keeps merging (the bytes of common CJK
+ * characters, say) are few. */
+#define K3_PAIR_CACHE_ENTRIES 8192
 struct k3_bpe_cache {
     struct k3_piece_cache_entry *e;
     uint32_t mask;
+    uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
 };
+
+static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
+                                               uint32_t a, uint32_t b)
+{
+    if (!c) return k3_tok_pair_rank(t, a, b);
+    uint64_t key = (uint64_t)a << 20 | b;
+    uint64_t *e = &c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 51) & (K3_PAIR_CACHE_ENTRIES - 1)];
+    if (*e >> 20 == key) {
+        uint32_t r = (uint32_t)*e & 0xFFFFF;
+        return r == 0xFFFFF ? K3_TOK_NONE : r;
+    }
+    uint32_t r = k3_tok_pair_rank(t, a, b);
+    *e = key << 20 | (r == K3_TOK_NONE ? 0xFFFFF : r);
+    return r;
+}
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);

@@ -418,7 +418,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         s = clean;
     }
     if (!pool || pool->n_threads <= 1 || len < MT_MIN_BYTES) {
-        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, 0}, out};
+        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, 0, NULL}, out};
         k3_bpe_cache_init(&c.cache, len);
         segments(t, s, len, mode, &c.k);
         k3_bpe_cache_free(&c.cache);

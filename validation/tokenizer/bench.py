@@ -6,9 +6,12 @@ checked against the reference (tiktoken + the Kimi wrapper's cuts, kimi_ref.py).
     bench.py --tok-bench BUILD/validation/tokenizer/tok_bench --data ../shared/data
              [--threads N] [--min-seconds S] [--json out.json]
 
-Each tokenizer runs in its own process per thread count (the Rust ones read
-RAYON_NUM_THREADS at start), is loaded before timing, and is timed on the whole text per
-call; the latency is the median over repetitions. Inputs (built at run time from
+Each competitor runs in a fresh process per (thread count, input) (the Rust ones read
+RAYON_NUM_THREADS at start; one-thread runs are also pinned to one core), is loaded before
+timing and timed on the whole text per call: "cold" is its first call on the text (after one
+call on unrelated base64/digit text, so lazy initialisation is not counted), "warm" the median of
+later calls on the same text (caches full). k3 runs in one process (tok_bench) with an
+explicit pool and keeps no state between calls. Inputs (built at run time from
 corpus.py's real text, never repeated unless the name says so): prose, code, cjk, mixed,
 and long prompts of 10K, 200K and 1M Kimi tokens, plus 1M built from one repeated 200 KB
 block (some tokenizers cache pieces). tiktoken is timed as Encoding.encode_ordinary (no
@@ -32,33 +35,42 @@ COMPETITORS = ["tiktoken", "basetenkenizer", "gigatoken", "fastokens", "quicktok
 # ---- worker: one tokenizer, one thread count ---------------------------------------------
 
 def load_competitor(name, model, config):
+    """(make, encode, ids_of): make() builds a fresh tokenizer object (not timed), encode(obj,
+    text) is the timed call, ids_of(result) gives a list of ids."""
     import kimi_ref
     enc = kimi_ref.load(model, config)
     specials = {enc.decode([i]): i for i in range(enc.n_vocab - 256, enc.n_vocab)}
     if name == "tiktoken":
-        return lambda text: enc.encode_ordinary(text), lambda r: r
+        return (lambda: kimi_ref.load(model, config), lambda e, text: e.encode_ordinary(text),
+                lambda r: r)
     if name == "basetenkenizer":
         import basetenkenizer
         d = tempfile.mkdtemp()
         os.symlink(model, os.path.join(d, "tiktoken.model"))
         os.symlink(config, os.path.join(d, "tokenizer_config.json"))
-        tok = basetenkenizer.Tokenizer.from_json_str(
-            basetenkenizer.tiktoken_model_to_tokenizer_json(d))
-        return (lambda text: tok.encode_segments([(text, False)], tiktoken_safe=True),
+        js = basetenkenizer.tiktoken_model_to_tokenizer_json(d)
+        return (lambda: basetenkenizer.Tokenizer.from_json_str(js),
+                lambda tok, text: tok.encode_segments([(text, False)], tiktoken_safe=True),
                 lambda r: list(r.ids))
     if name == "gigatoken":
         import gigatoken
-        tok = gigatoken.Tokenizer.from_tiktoken(model, pretokenizer="kimi", special_tokens=specials)
-        return lambda text: tok.encode(text), lambda r: [int(x) for x in r]
+        return (lambda: gigatoken.Tokenizer.from_tiktoken(model, pretokenizer="kimi",
+                                                          special_tokens=specials),
+                lambda tok, text: tok.encode(text), lambda r: [int(x) for x in r])
     if name == "fastokens":
         import fastokens
         from fastokens._tiktoken import split_like_tiktoken_text_piece
-        tok = fastokens.Tokenizer.from_tiktoken(model, pattern=kimi_ref.PAT_STR,
-                                                special_tokens=specials)
-        return (lambda text: tok.encode_segments([(p, False) for p in split_like_tiktoken_text_piece(text)]),
+        return (lambda: fastokens.Tokenizer.from_tiktoken(model, pattern=kimi_ref.PAT_STR,
+                                                          special_tokens=specials),
+                lambda tok, text: tok.encode_segments(
+                    [(p, False) for p in split_like_tiktoken_text_piece(text)]),
                 lambda r: list(r.ids))
     if name == "quicktok":
-        import quicktok
+        try:
+            import quicktok
+        except ImportError as e:
+            raise RuntimeError(f"not installed here ({e}); PyPI quicktok 0.2.0 has no wheel "
+                               "for this Python") from None
         raise RuntimeError("PyPI quicktok %s exposes only %s (a BPE trainer with its own save "
                            "format); it cannot load a tiktoken rank file or the Kimi pattern"
                            % (getattr(quicktok, "__version__", "0.2.0"),
@@ -67,29 +79,38 @@ def load_competitor(name, model, config):
 
 
 def worker(args):
-    out = {"name": args.worker, "threads": args.threads, "results": {}}
+    """One tokenizer, one thread count, one input, in a fresh process: after one call on
+    unrelated text (lazy initialisation), the first call on the input is cold (no cache holds
+    its words), the rest warm (the same text again)."""
+    out = {"name": args.worker, "threads": args.threads, "input": args.input}
     try:
-        encode, ids_of = load_competitor(args.worker, args.model, args.config)
+        make, encode, ids_of = load_competitor(args.worker, args.model, args.config)
+        tok = make()
     except Exception as e:  # noqa: BLE001 - reported, not hidden
         out["error"] = f"{type(e).__name__}: {e}"
         print(json.dumps(out))
         return 0
-    for name in sorted(os.listdir(args.inputs)):
-        if not name.endswith(".txt"):
-            continue
-        with open(os.path.join(args.inputs, name), encoding="utf-8") as f:
-            text = f.read()
-        r = encode(text)  # warm-up, and the ids to check
-        with open(os.path.join(args.out, f"{args.worker}.{args.threads}.{name}.ids"), "w") as f:
-            json.dump(ids_of(r), f)
-        times, total = [], 0.0
-        while len(times) < 3 or (total < args.min_seconds and len(times) < 200):
-            t0 = time.perf_counter()
-            encode(text)
-            dt = time.perf_counter() - t0
-            times.append(dt)
-            total += dt
-        out["results"][name] = {"s": statistics.median(times), "reps": len(times)}
+    with open(os.path.join(args.inputs, args.input), encoding="utf-8") as f:
+        text = f.read()
+    # Lazy initialisation (thread pools, tables) happens on a first call on unrelated text:
+    # base64 and digits share no word with any input.
+    import corpus
+    syn = corpus.synthetic(50_000, seed=99)
+    encode(tok, syn["base64"] + syn["digits"])
+    t0 = time.perf_counter()
+    r = encode(tok, text)
+    cold = time.perf_counter() - t0
+    with open(os.path.join(args.out, f"{args.worker}.{args.threads}.{args.input}.ids"), "w") as f:
+        json.dump(ids_of(r), f)
+    times, total = [], 0.0
+    while len(times) < 3 or (total < args.min_seconds and len(times) < 200):
+        t0 = time.perf_counter()
+        encode(tok, text)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        total += dt
+    out["cold_s"] = cold
+    out["warm_s"] = statistics.median(times)
     print(json.dumps(out))
     return 0
 
@@ -141,8 +162,11 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=1.0)
     ap.add_argument("--json")
     ap.add_argument("--only", default=",".join(COMPETITORS))
+    ap.add_argument("--prebuilt", help="a directory of NAME.txt inputs made by --save-inputs")
+    ap.add_argument("--save-inputs", help="build the inputs into this directory and stop")
     ap.add_argument("--worker")
     ap.add_argument("--inputs")
+    ap.add_argument("--input")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.model = os.path.join(os.path.abspath(args.data), "kimi-tokenizer/tiktoken.model")
@@ -156,7 +180,20 @@ def main():
     os.makedirs(inp)
     os.makedirs(out)
     t0 = time.time()
-    inputs = build_inputs(inp, args.model, args.config)
+    if args.save_inputs:
+        os.makedirs(args.save_inputs, exist_ok=True)
+        build_inputs(args.save_inputs, args.model, args.config)
+        return 0
+    if args.prebuilt:
+        inputs = {}
+        for n in sorted(os.listdir(args.prebuilt)):
+            if n.endswith(".txt"):
+                with open(os.path.join(args.prebuilt, n), encoding="utf-8") as f:
+                    inputs[n[:-4]] = f.read()
+                with open(os.path.join(inp, n), "w", encoding="utf-8") as f:
+                    f.write(inputs[n[:-4]])
+    else:
+        inputs = build_inputs(inp, args.model, args.config)
     enc = kimi_ref.load(args.model, args.config)
     ref = {k + ".txt": kimi_ref.encode(enc, v, allow_special=False) for k, v in inputs.items()}
     print(f"# inputs built and reference ids computed in {time.time() - t0:.1f} s; "
@@ -171,8 +208,9 @@ def main():
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     for line, n in zip(p.stdout.strip().split("\n"), names):
         d = json.loads(line)
-        results.setdefault(("k3", 1), {})[n] = d["st_s"]
-        results.setdefault(("k3", args.threads), {})[n] = d["mt_s"]
+        # k3 keeps no state between calls: its every call is cold; median over repetitions.
+        results.setdefault(("k3", 1), {})[n] = {"cold_s": d["st_s"], "warm_s": d["st_s"]}
+        results.setdefault(("k3", args.threads), {})[n] = {"cold_s": d["mt_s"], "warm_s": d["mt_s"]}
         with open(os.path.join(out, f"{names.index(n)}.ids"), "rb") as f:
             import array
             a = array.array("i")
@@ -182,50 +220,64 @@ def main():
         for threads in sorted({1, args.threads}):
             if name == "tiktoken" and threads != 1:
                 continue  # one text, one thread: tiktoken has no parallel path for it
-            env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-            cmd = [sys.executable, __file__, "--worker", name, "--threads", str(threads),
-                   "--inputs", inp, "--out", out, "--data", args.data,
-                   "--min-seconds", str(args.min_seconds)]
-            if threads == 1 and name != "tiktoken":
-                cmd = ["taskset", "-c", "0"] + cmd  # one core, whatever the library does
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            if p.returncode:
-                errors[name] = p.stderr.strip().split("\n")[-1]
-                continue
-            d = json.loads(p.stdout.strip().split("\n")[-1])
-            if "error" in d:
-                errors[name] = d["error"]
+            if name in errors:
                 break
-            results[(name, threads)] = {n: r["s"] for n, r in d["results"].items()}
-            if threads == 1 or name not in parity:
-                parity[name] = {}
-                for n in names:
+            env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+            for n in names:
+                cmd = [sys.executable, __file__, "--worker", name, "--threads", str(threads),
+                       "--inputs", inp, "--input", n, "--out", out, "--data", args.data,
+                       "--min-seconds", str(args.min_seconds)]
+                if threads == 1:
+                    cmd = ["taskset", "-c", "0"] + cmd  # one core, whatever the library does
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=env)
+                if p.returncode:
+                    errors[name] = (p.stderr.strip().split("\n") or ["?"])[-1]
+                    break
+                d = json.loads(p.stdout.strip().split("\n")[-1])
+                if "error" in d:
+                    errors[name] = d["error"]
+                    break
+                results.setdefault((name, threads), {})[n] = {"cold_s": d["cold_s"], "warm_s": d["warm_s"]}
+                if threads == 1 or n not in parity.get(name, {}):
                     with open(os.path.join(out, f"{name}.{threads}.{n}.ids")) as f:
-                        parity[name][n] = json.load(f) == ref[n]
+                        parity.setdefault(name, {})[n] = json.load(f) == ref[n]
+            print(f"# {name} on {threads} thread(s): done", flush=True)
 
     mb = {n: len(inputs[n[:-4]].encode()) / 1e6 for n in names}
     ntok = {n: len(ref[n]) for n in names}
     rows = []
-    print(f"\n# {'input':<18} {'MB':>6} {'tokens':>9}  {'tokenizer':<15} {'thr':>3} {'ms':>10} "
-          f"{'MB/s':>8}  {'k3 speedup':>10}  ids==ref")
+    print("# latency: cold = the first call on the text in a fresh process (after one call on "
+          "unrelated base64/digits for lazy initialisation; no cache holds its words), "
+          "warm = median of later calls on the same text. k3 keeps no state between calls: its "
+          "columns are both the median of repeated calls.")
+    print("# speedup = competitor latency / k3 latency at the same thread count (cold, and warm)")
+    print(f"# {'input':<16} {'MB':>5} {'tokens':>8}  {'tokenizer':<14} {'thr':>3} {'cold ms':>9} "
+          f"{'MB/s':>7} {'warm ms':>9} {'MB/s':>7}  {'k3 x cold':>9} {'k3 x warm':>9}  ids==ref")
     for n in names:
         for (tk, thr), res in sorted(results.items(), key=lambda x: (x[0][1], x[0][0] != "k3", x[0][0])):
             if n not in res:
                 continue
-            s = res[n]
-            k3s = results[("k3", thr)][n] if ("k3", thr) in results else None
-            speed = "" if tk == "k3" else f"{s / k3s:9.1f}x"
+            c, w = res[n]["cold_s"], res[n]["warm_s"]
+            k3 = results[("k3", thr)][n]
+            sc = "" if tk == "k3" else f"{c / k3['cold_s']:8.1f}x"
+            sw = "" if tk == "k3" else f"{w / k3['warm_s']:8.1f}x"
             ok = parity.get(tk, {}).get(n)
-            print(f"  {n[:-4]:<18} {mb[n]:>6.2f} {ntok[n]:>9}  {tk:<15} {thr:>3} {s * 1e3:>10.2f} "
-                  f"{mb[n] / s:>8.1f}  {speed:>10}  {'yes' if ok else 'NO'}")
+            print(f"  {n[:-4]:<16} {mb[n]:>5.2f} {ntok[n]:>8}  {tk:<14} {thr:>3} {c * 1e3:>9.2f} "
+                  f"{mb[n] / c:>7.1f} {w * 1e3:>9.2f} {mb[n] / w:>7.1f}  {sc:>9} {sw:>9}  "
+                  f"{'yes' if ok else 'NO'}")
             rows.append({"input": n[:-4], "mb": mb[n], "tokens": ntok[n], "tokenizer": tk,
-                         "threads": thr, "latency_s": s, "mb_s": mb[n] / s,
-                         "k3_speedup": None if tk == "k3" else s / k3s, "ids_equal_reference": ok})
+                         "threads": thr, "cold_s": c, "warm_s": w, "ids_equal_reference": ok})
         print()
-    # k3 single-thread against tiktoken, all cores against each competitor's best.
-    print("# k3 vs tiktoken (both one thread):", ", ".join(
-        f"{n[:-4]} {results[('tiktoken', 1)][n] / results[('k3', 1)][n]:.1f}x"
-        for n in names if ("tiktoken", 1) in results))
+    if ("tiktoken", 1) in results:
+        print("# k3 one thread vs tiktoken one thread:", ", ".join(
+            f"{n[:-4]} {results[('tiktoken', 1)][n]['warm_s'] / results[('k3', 1)][n]['cold_s']:.1f}x"
+            for n in names))
+        print(f"# k3 {args.threads} threads vs tiktoken one thread:", ", ".join(
+            f"{n[:-4]} {results[('tiktoken', 1)][n]['warm_s'] / results[('k3', args.threads)][n]['cold_s']:.1f}x"
+            for n in names))
+    print("# ids==ref for tiktoken: encode_ordinary alone lacks the wrapper's cuts, so it differs "
+          "wherever a cut falls (runs of more than 25,000 characters, e.g. CJK without spaces)")
     for name, e in errors.items():
         print(f"# {name}: not benchmarked: {e}")
     if args.json:
