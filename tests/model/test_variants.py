@@ -70,6 +70,8 @@ def variants(k3, kl):
         t.update(num_experts=12, num_experts_per_token=3, routed_scaling_factor=1.7)
         t["linear_attn_config"].update(num_heads=2, head_dim=64)
     klv("kimi-linear 12 experts top-3, KDA 2 x 64", kl_experts)
+    klv("kimi-linear no shared expert, no renorm, 2 dense", lambda t: t.update(
+        num_shared_experts=0, moe_renormalize=False, first_k_dense_replace=2))
     return out
 
 
