@@ -33,6 +33,7 @@
 struct comm_nccl {
     ncclComm_t comm;
     cudaStream_t stream;
+    float *barrier_word;    /* device scratch of the barrier, made once */
     char host[64];
 };
 
@@ -142,11 +143,8 @@ static void nccl_all_to_all(struct k3_comm *c, const void *send, void *recv, siz
 static void nccl_barrier(struct k3_comm *c, const char *what)
 {
     /* A one-float all-reduce on a scratch device word is NCCL's barrier. */
-    float *d = NULL;
-    CHECK_CUDA_RT(cudaMalloc((void **)&d, sizeof *d));
-    CHECK_CUDA_RT(cudaMemset(d, 0, sizeof *d));
-    nccl_all_reduce(c, d, 1, K3_DTYPE_F32, what);
-    CHECK_CUDA_RT(cudaFree(d));
+    struct comm_nccl *n = c->impl;
+    nccl_all_reduce(c, n->barrier_word, 1, K3_DTYPE_F32, what);
 }
 
 static void nccl_free(struct k3_comm *c)
@@ -154,6 +152,7 @@ static void nccl_free(struct k3_comm *c)
     struct comm_nccl *n = c->impl;
     if (!n) return;
     ncclCommDestroy(n->comm);
+    cudaFree(n->barrier_word);
     free(n);
     c->impl = NULL;
 }
@@ -180,6 +179,8 @@ void k3_comm_init_nccl(struct k3_comm *c, MPI_Comm parent, void *stream, int tim
     K3_CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, parent));
     K3_CHECK_NCCL(ncclCommInitRank(&n->comm, c->size, id, c->rank));
     n->stream = (cudaStream_t)stream;
+    CHECK_CUDA_RT(cudaMalloc((void **)&n->barrier_word, sizeof *n->barrier_word));
+    CHECK_CUDA_RT(cudaMemset(n->barrier_word, 0, sizeof *n->barrier_word));
     if (gethostname(n->host, sizeof n->host - 1) != 0) strcpy(n->host, "?");
     c->ops = &nccl_ops;
     c->kind = "nccl";
