@@ -436,7 +436,7 @@ int k3_cmd_dump(struct k3_cli *cli)
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
         config_text = k3_job_bcast_file(job, cfg_path, err.msg, (int)sizeof err.msg);
     }
-    char input_hash[32], tok_hash[48], model_hash[32], sem[512], identity[512];
+    char input_hash[32], tok_hash[48], model_hash[32], sem[512], identity[1280];
     snprintf(input_hash, sizeof input_hash, "fnv1a64:%016llx", (unsigned long long)smp.input_hash);
     if (smp.tokenizer_hash) snprintf(tok_hash, sizeof tok_hash, "fnv1a64:%016llx", (unsigned long long)smp.tokenizer_hash);
     else snprintf(tok_hash, sizeof tok_hash, "none (no tiktoken.model in --model)");
