@@ -515,7 +515,7 @@ static int load_specials(struct k3_tok *t, const char *path, struct k3_err *err)
                         goto out;
                     }
                     int k = (int)(id - t->n_ranks);
-                    snprintf(names[k], sizeof names[k], "%s", content);
+                    memcpy(names[k], content, sizeof names[k]); /* both 64 bytes, content NUL-terminated */
                     named[k] = 1;
                     t->special_flag[k] = (uint8_t)special;
                     json_ws(&j);
