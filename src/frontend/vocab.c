@@ -550,7 +550,7 @@ static int load_specials(struct k3_tok *t, const char *path, struct k3_err *err)
     for (int k = 0; k < K3_TOK_N_SPECIAL; k++) {
         int id = t->n_ranks + k;
         char buf[64];
-        if (named[k]) snprintf(buf, sizeof buf, "%s", names[k]);
+        if (named[k]) memcpy(buf, names[k], sizeof buf); /* both 64 bytes, NUL-terminated */
         else snprintf(buf, sizeof buf, "<|reserved_token_%d|>", id);
         size_t n = strlen(buf);
         /* Encode finds a special by its first byte and its first closing byte. */
