@@ -12,6 +12,7 @@
  *     invalidation: O(n log n), so a 1 MB piece without whitespace is not quadratic;
  *   - k3_bpe_piece_ref: the plain O(n^2) loop, the reference the tests hold the others to. */
 #include "frontend/tok_internal.h"
+#include "frontend/unicode.h"
 
 #include <stdlib.h>
 
@@ -21,14 +22,17 @@
 #define BPE_SHORT 128 /* longest piece for the linear scan; above it the heap wins */
 #endif
 #define BPE_STACK 512 /* longest piece whose heap merge works in stack arrays */
+#ifndef MERGE_LINEAR_MAX
+#define MERGE_LINEAR_MAX 24 /* most parts for the linear-scan merge; the heap above */
+#endif
 
-static size_t bpe_short(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                        int32_t *out)
+static size_t merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
+                         size_t n, int32_t *out);
+
+/* The merge loop over parts tok[0..m) with adjacent pair ranks rk[0..m-1). */
+static size_t merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
+                           uint32_t *rk, size_t m, int32_t *out)
 {
-    uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
-    size_t m = n;
-    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rk[i] = t->byte_pairs[s[i] << 8 | s[i + 1]];
     while (m > 1) {
         uint32_t best = K3_TOK_NONE;
         size_t bi = 0;
@@ -43,6 +47,92 @@ static size_t bpe_short(const struct k3_tok *t, struct k3_bpe_cache *c, const ui
     }
     for (size_t i = 0; i < m; i++) out[i] = (int32_t)tok[i];
     return m;
+}
+
+static size_t bpe_short(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                        int32_t *out)
+{
+    uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    if (n > MERGE_LINEAR_MAX) return merge_heap(t, c, tok, n, out);
+    for (size_t i = 0; i + 1 < n; i++) rk[i] = t->byte_pairs[s[i] << 8 | s[i + 1]];
+    return merge_linear(t, c, tok, rk, n, out);
+}
+
+/* ---- characters first ------------------------------------------------------------------
+ * In text of multi-byte characters (CJK above all) most merges happen inside characters:
+ * three bytes of a Han character take two merges to become its token. Starting the merge
+ * from whole characters saves them, and it is exact for the characters that qualify:
+ *   C(X) = the highest rank merged when X's bytes alone merge into X's single token;
+ *   R    = the lowest rank of any merge that can cross a character boundary in this piece:
+ *          a pair of adjacent whole characters, or a token that spans a boundary X|Y without
+ *          X and Y whole in it (split_rank: the lowest rank of such tokens per byte pair);
+ *   X starts whole iff it is a single token and C(X) < R; the rest start as bytes.
+ * Why: the first merge across a boundary has rank >= R. Until it happens every character
+ * merges alone, exactly as in isolation; a qualifying X is whole by then, because while it
+ * is partial its next inner merge (rank <= C(X) < R) is available and lower. Merges inside
+ * X commute with everything before that first crossing merge, so doing them first changes
+ * nothing; the others start as bytes and merge in the same rank order as before. The
+ * differential tests against tiktoken hold this to every id. */
+uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n)
+{
+    if (n == 1) return (uint64_t)(t->byte_rank[s[0]] + 1) << 32;
+    uint32_t tok[4], high = 0;
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    while (m > 1) {
+        uint32_t best = K3_TOK_NONE;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++) {
+            uint32_t r = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+            if (r < best) best = r, bi = i;
+        }
+        if (best == K3_TOK_NONE) return 0;
+        if (best > high) high = best;
+        tok[bi] = best;
+        for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1];
+        m--;
+    }
+    return (uint64_t)(tok[0] + 1) << 32 | high;
+}
+
+static size_t bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                        int32_t *out)
+{
+    uint64_t info[BPE_SHORT];
+    uint8_t len[BPE_SHORT];
+    size_t k = 0;
+    uint32_t R = K3_TOK_NONE;
+    for (size_t i = 0; i < n; k++) {
+        int l = k3_utf8_check(s + i, n - i);
+        if (l <= 0) return bpe_short(t, c, s, n, out); /* not UTF-8: only tests send that */
+        int dl;
+        uint32_t cp = k3_utf8_decode(s + i, &dl);
+        info[k] = cp < 65536 ? t->char_info[cp] : k3_bpe_char_info(t, s + i, (size_t)l);
+        len[k] = (uint8_t)l;
+        if (k) {
+            uint32_t split = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
+            if (split < R) R = split;
+            uint32_t a = (uint32_t)(info[k - 1] >> 32), b = (uint32_t)(info[k] >> 32);
+            if (a && b) {
+                uint32_t r = k3_tok_pair_rank_cached(t, c, a - 1, b - 1);
+                if (r < R) R = r;
+            }
+        }
+        i += (size_t)l;
+    }
+    uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
+    size_t m = 0, i = 0;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t whole = (uint32_t)(info[j] >> 32);
+        if (whole && (uint32_t)info[j] < R) tok[m++] = whole - 1;
+        else
+            for (size_t b = 0; b < len[j]; b++) tok[m++] = t->byte_rank[s[i + b]];
+        i += len[j];
+    }
+    if (m > MERGE_LINEAR_MAX) return merge_heap(t, c, tok, m, out);
+    for (size_t j = 0; j + 1 < m; j++) rk[j] = k3_tok_pair_rank_cached(t, c, tok[j], tok[j + 1]);
+    return merge_linear(t, c, tok, rk, m, out);
 }
 
 /* Min-heap of (rank << 32 | position): the lowest rank first, then the leftmost. */
@@ -74,21 +164,23 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
     return top;
 }
 
-static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                       int32_t *out)
+/* The heap merge over initial parts tok0[0..n) (named by index; the leftmost is the lowest). */
+static size_t merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
+                         size_t n, int32_t *out)
 {
-    /* Parts are named by the byte position where they start; next/prev link live ones.
-     * Pieces up to BPE_STACK bytes (all but pathological ones) use the stack. */
+    /* next/prev link the live parts. Up to BPE_STACK parts (all but pathological pieces)
+     * work on the stack. At most 2n - 2 heap entries are live: each merge pops one and pushes
+     * at most two. */
     uint32_t tok_stack[BPE_STACK * 3];
     uint64_t heap_stack[BPE_STACK * 2];
     int on_heap = n > BPE_STACK;
     uint32_t *tok = on_heap ? malloc(sizeof(uint32_t) * n * 3) : tok_stack;
     uint64_t *heap = on_heap ? malloc(sizeof(uint64_t) * n * 2) : heap_stack;
-    K3_CHECK(tok && heap, "out of memory in BPE of a %zu-byte piece", n);
+    K3_CHECK(tok && heap, "out of memory in BPE of a %zu-part piece", n);
     uint32_t *next = tok + n, *prev = tok + 2 * n;
     size_t nh = 0;
     for (size_t i = 0; i < n; i++) {
-        tok[i] = t->byte_rank[s[i]];
+        tok[i] = tok0[i];
         next[i] = (uint32_t)(i + 1);
         prev[i] = (uint32_t)i - 1;
     }
@@ -101,7 +193,8 @@ static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uin
         uint32_t r = (uint32_t)(top >> 32), i = (uint32_t)top;
         uint32_t j = next[i];
         /* Stale entry: i was merged away (tok = NONE), or its pair is no longer rank r. */
-        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank_cached(t, c, tok[i], tok[j]) != r) continue;
+        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank_cached(t, c, tok[i], tok[j]) != r)
+            continue;
         tok[i] = r;
         tok[j] = K3_TOK_NONE;
         next[i] = next[j];
@@ -122,6 +215,18 @@ static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uin
         free(tok);
         free(heap);
     }
+    return m;
+}
+
+static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                       int32_t *out)
+{
+    uint32_t stack[BPE_STACK] = {0}; /* zeroed only to quiet -Wmaybe-uninitialized */
+    uint32_t *tok = n > BPE_STACK ? malloc(sizeof(uint32_t) * n) : stack;
+    K3_CHECK(tok, "out of memory in BPE of a %zu-byte piece", n);
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    size_t m = merge_heap(t, c, tok, n, out);
+    if (tok != stack) free(tok);
     return m;
 }
 
@@ -157,7 +262,10 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
             return 1;
         }
     }
-    return n <= BPE_SHORT ? bpe_short(t, c, s, n, out) : bpe_long(t, c, s, n, out);
+    if (n > BPE_SHORT) return bpe_long(t, c, s, n, out);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] >= 0x80) return bpe_chars(t, c, s, n, out);
+    return bpe_short(t, c, s, n, out);
 }
 
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,

@@ -38,12 +38,22 @@ struct k3_tok {
 
     struct k3_tok_slot *pieces;  /* bytes -> rank */
     uint32_t piece_mask;
+    uint64_t *piece_filter;      /* 2^20 bits, one per hash value's low 20 bits: a clear bit
+                                  * answers "not a token" from L2, without the big table */
 
     uint64_t *pairs;             /* a << 40 | b << 20 | rank(a+b); UINT64_MAX = empty */
     uint32_t pair_mask;
     uint32_t *byte_pairs;        /* [65536] rank of the 2-byte string x y, or NONE */
 
     uint32_t byte_rank[256];
+
+    /* Characters first (bpe.c): for every BMP code point, (token + 1) << 32 | the highest rank
+     * merged on the way when BPE runs on its bytes alone, or 0 when they do not merge into
+     * one token. And for each byte pair (last byte of a character, first byte of the next),
+     * the lowest rank of a token that spans such a boundary without both characters being
+     * whole in it (K3_TOK_NONE: no token does). */
+    uint64_t *char_info;         /* [65536] */
+    uint32_t *split_rank;        /* [65536] */
 
     /* Specials by name: all start with '<' or '[' and end at the first '>' or ']'
      * (checked at load), so a candidate is found by one hash probe. */
@@ -100,6 +110,8 @@ static inline uint64_t k3_piece_hash(uint64_t w0, const uint8_t *s, size_t n, si
 static inline uint32_t k3_tok_piece_rank_h(const struct k3_tok *t, const uint8_t *s, size_t n,
                                            uint64_t w0, uint64_t h)
 {
+    uint32_t bit = (uint32_t)h & 0xFFFFF;
+    if (!(t->piece_filter[bit >> 6] >> (bit & 63) & 1)) return K3_TOK_NONE;
     uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
     uint16_t tag = (uint16_t)h;
     for (;;) {
@@ -182,6 +194,8 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
                     struct k3_bpe_cache *cache, int32_t *out);
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
+/* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */
+uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 

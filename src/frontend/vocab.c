@@ -7,6 +7,7 @@
  * Malformed files are rejected with the file, the line and what to fix. The JSON reader
  * here reads only what this needs (the frontend may not depend on jansson, DESIGN.md §8). */
 #include "frontend/tok_internal.h"
+#include "frontend/unicode.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -223,7 +224,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                           (1u << 20) - K3_TOK_N_SPECIAL - 1);
     t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
     t->pieces = calloc((size_t)t->piece_mask + 1, sizeof *t->pieces);
-    if (!t->pieces) return k3_err_set(err, "out of memory");
+    t->piece_filter = calloc((1u << 20) / 64, sizeof(uint64_t));
+    if (!t->pieces || !t->piece_filter) return k3_err_set(err, "out of memory");
     for (int b = 0; b < 256; b++) t->byte_rank[b] = K3_TOK_NONE;
     for (uint32_t r = 0; r < n; r++) {
         const uint8_t *s = t->bytes + t->off[r];
@@ -237,6 +239,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
         while (t->pieces[i].rank1) i = (i + 1) & t->piece_mask;
         t->pieces[i] = (struct k3_tok_slot){w0, r + 1, (uint16_t)len, (uint16_t)h};
+        uint32_t bit = (uint32_t)h & 0xFFFFF;
+        t->piece_filter[bit >> 6] |= 1ull << (bit & 63);
         if (len == 1) t->byte_rank[s[0]] = r;
     }
     for (int b = 0; b < 256; b++)
@@ -277,6 +281,34 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                 t->pairs[i] = key << 20 | r;
             }
         }
+    }
+    /* Characters first (bpe.c): whole-character tokens of the BMP, and the byte pairs at
+     * which a token spans a character boundary without being whole characters. */
+    t->char_info = calloc(65536, sizeof(uint64_t));
+    t->split_rank = malloc(65536 * sizeof(uint32_t));
+    if (!t->char_info || !t->split_rank) return k3_err_set(err, "out of memory");
+    for (uint32_t i = 0; i < 65536; i++) t->split_rank[i] = K3_TOK_NONE;
+    for (uint32_t cp = 0; cp < 65536; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000) continue;
+        uint8_t u[3];
+        size_t k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+        if (k == 1) u[0] = (uint8_t)cp;
+        else if (k == 2) u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 63));
+        else u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+             u[2] = (uint8_t)(0x80 | (cp & 63));
+        t->char_info[cp] = k3_bpe_char_info(t, u, k);
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        const uint8_t *s = t->bytes + t->off[r];
+        size_t len = t->off[r + 1] - t->off[r];
+        int spans = 0;
+        for (size_t j = 1; j < len; j++) spans |= (s[j] & 0xC0) != 0x80;
+        if (!spans || ((s[0] & 0xC0) != 0x80 && k3_utf8_valid_prefix(s, len) == len)) continue;
+        for (size_t j = 1; j < len; j++)
+            if ((s[j] & 0xC0) != 0x80) {
+                uint32_t pair = (uint32_t)s[j - 1] << 8 | s[j];
+                if (r < t->split_rank[pair]) t->split_rank[pair] = r;
+            }
     }
     return 0;
 }
@@ -608,8 +640,11 @@ void k3_tok_free(struct k3_tok *t)
     free(t->off);
     free(t->bytes);
     free(t->pieces);
+    free(t->piece_filter);
     free(t->pairs);
     free(t->byte_pairs);
+    free(t->char_info);
+    free(t->split_rank);
     free(t->spec_slots);
     free(t);
 }
