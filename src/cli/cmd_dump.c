@@ -460,8 +460,10 @@ int k3_cmd_dump(struct k3_cli *cli)
         {"input_file", input},
         {"input_hash", input_hash},
     };
-    snprintf(identity, sizeof identity, "%s|%s|%s|%s|%d|%lld", input_hash, model_hash, tok_hash, layers_s, final,
-             (long long)cfg.hidden_size);
+    /* The layout is part of it: another tp x adp adds partial sums in another order,
+     * so a file finished under it would not equal an uninterrupted run of either. */
+    snprintf(identity, sizeof identity, "%s|%s|%s|%s|%d|%lld|tp%d|adp%d", input_hash, model_hash, tok_hash, layers_s,
+             final, (long long)cfg.hidden_size, groups.tp, groups.adp);
     const char *per_rank_env = getenv("K3_DUMP_PER_RANK_FILES");
     struct k3_h5_dump_opts wo = {
         .path = out, .comm = job->world_comm, .n_datasets = cap.n_ds, .datasets = ds_names,
