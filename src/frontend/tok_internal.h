@@ -163,7 +163,9 @@ struct k3_piece_cache_entry {
  * part (a << 40 | b << 20 | rank, rank 0xFFFFF = no token; UINT64_MAX = empty): the full
  * table is megabytes, but the pairs that text keeps merging (the bytes of common CJK
  * characters, say) are few. */
+#ifndef K3_PAIR_CACHE_ENTRIES
 #define K3_PAIR_CACHE_ENTRIES 8192
+#endif
 struct k3_bpe_cache {
     struct k3_piece_cache_entry *e;
     uint32_t mask;

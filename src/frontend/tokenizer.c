@@ -211,19 +211,25 @@ static inline uint64_t swar_ascii_space(uint64_t w)
     return (a | b) & high;
 }
 
-/* Per byte: 0x80 where w's byte is a lead byte of a code point that can be isspace()
- * (U+0085, U+00A0: C2; U+1680: E1; U+2000..U+205F: E2; U+3000: E3). Carry-free: every sum
- * is of 7-bit values. */
+/* Per byte of w: 0x80 where the byte equals v (carry-free). */
+static inline uint64_t swar_eq(uint64_t w, uint8_t v)
+{
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full, high = 0x8080808080808080ull;
+    uint64_t x = w ^ (0x0101010101010101ull * v);
+    return ~(((x & low7) + low7) | x) & high;
+}
+
+/* Per byte: 0x80 where a code point that can be isspace() may start: U+0085, U+00A0 (C2 85,
+ * C2 A0), U+1680 (E1 9A), U+2000..U+205F (E2 80, E2 81), U+3000 (E3 80); a candidate lead
+ * byte in the last position counts (its next byte is in the next block). */
 static inline uint64_t swar_space_lead(uint64_t w)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull,
-                   low7 = 0x7F7F7F7F7F7F7F7Full;
-    uint64_t x = w ^ (ones * 0xC2); /* C2 -> 00 */
-    uint64_t is_c2 = ~(((x & low7) + low7) | x) & high;
-    uint64_t y = w ^ (ones * 0xE0); /* E1..E3 -> 01..03 */
-    uint64_t ylo = y & low7;
-    uint64_t ge1 = (ylo + low7) & high, le3 = ~(ylo + ones * 0x7C) & high;
-    return is_c2 | (ge1 & le3 & ~y);
+    uint64_t nx = w >> 8; /* byte i of nx is byte i + 1 of w */
+    uint64_t c2 = swar_eq(w, 0xC2), e1 = swar_eq(w, 0xE1), e2 = swar_eq(w, 0xE2),
+             e3 = swar_eq(w, 0xE3);
+    uint64_t hit = (c2 & (swar_eq(nx, 0x85) | swar_eq(nx, 0xA0))) | (e1 & swar_eq(nx, 0x9A)) |
+                   (e2 & (swar_eq(nx, 0x80) | swar_eq(nx, 0x81))) | (e3 & swar_eq(nx, 0x80));
+    return hit | ((c2 | e1 | e2 | e3) & 0x8000000000000000ull);
 }
 
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
@@ -407,17 +413,47 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
 
 #define MT_MIN_BYTES (64 * 1024) /* below this one thread is faster than waking the pool */
 
+struct mt_valid {
+    const uint8_t *s;
+    size_t n;
+    int n_parts;
+    atomic_int bad;
+};
+
+static void mt_valid_worker(void *ctx, int64_t begin, int64_t end, int worker)
+{
+    struct mt_valid *v = ctx;
+    for (int64_t k = begin; k < end; k++) {
+        /* part k: [a, b), both moved forward onto a character start */
+        size_t a = v->n * (size_t)k / (size_t)v->n_parts, b = v->n * (size_t)(k + 1) / (size_t)v->n_parts;
+        for (int i = 0; i < 3 && a < v->n && a && (v->s[a] & 0xC0) == 0x80; i++) a++;
+        for (int i = 0; i < 3 && b < v->n && (v->s[b] & 0xC0) == 0x80; i++) b++;
+        if (a < b && k3_utf8_valid_prefix(v->s + a, b - a) != b - a) atomic_store(&v->bad, 1);
+    }
+}
+
+/* All of s valid UTF-8? Checked in parts on the pool; a part that starts inside a sequence
+ * (more than 3 continuation bytes in a row) fails, so any doubt goes the serial way. */
+static int utf8_valid_parallel(const uint8_t *s, size_t n, struct k3_pool *pool)
+{
+    struct mt_valid v = {s, n, pool->n_threads, 0};
+    atomic_init(&v.bad, 0);
+    k3_pool_for(pool, pool->n_threads, mt_valid_worker, &v);
+    return !atomic_load(&v.bad);
+}
+
 void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3_tok_mode mode,
                    struct k3_pool *pool, struct k3_tok_ids *out)
 {
     const uint8_t *s = (const uint8_t *)text;
     uint8_t *clean = NULL;
-    size_t valid = k3_utf8_valid_prefix(s, len);
+    int mt = pool && pool->n_threads > 1 && len >= MT_MIN_BYTES;
+    size_t valid = mt && utf8_valid_parallel(s, len, pool) ? len : k3_utf8_valid_prefix(s, len);
     if (valid < len) {
         clean = utf8_sanitize(s, len, valid, &len);
         s = clean;
     }
-    if (!pool || pool->n_threads <= 1 || len < MT_MIN_BYTES) {
+    if (!mt || len < MT_MIN_BYTES) {
         struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, 0, NULL}, out};
         k3_bpe_cache_init(&c.cache, len);
         segments(t, s, len, mode, &c.k);

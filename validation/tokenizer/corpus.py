@@ -127,7 +127,8 @@ def cuts_text(rng):
     spaces that are multi-byte (U+3000, U+00A0, U+0085) or Python-only (U+001C), and more
     than 400,000 characters in all, so both cuts fall inside multi-byte text."""
     units = ["a", "\u00e9", "\u4e2d", "\U0001F600", "ab1", "\u0915\u094d"]
-    spaces = [" ", "\u3000", "\u00a0", "\x85", "\x1c", "\t", "\n", " \u3000"]
+    spaces = [" ", "\u3000", "\u00a0", "\x85", "\x1c", "\t", "\n", " \u3000", "\u1680", "\u2003",
+              "\u2028", "\u205f", "\u202f"]
     out = []
     for _ in range(40):
         u = rng.choice(units + spaces)
