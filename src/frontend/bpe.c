@@ -238,7 +238,8 @@ void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
     while (n < 16384 && n * 8 < text_bytes) n *= 2;
     c->e = calloc(n, sizeof *c->e);
     c->pairs = malloc(sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
-    K3_CHECK(c->e && c->pairs, "out of memory");
+    c->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *c->longs);
+    K3_CHECK(c->e && c->pairs && c->longs, "out of memory");
     memset(c->pairs, 0xFF, sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->mask = (uint32_t)n - 1;
 }
@@ -247,8 +248,10 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
 {
     free(c->e);
     free(c->pairs);
+    free(c->longs);
     c->e = NULL;
     c->pairs = NULL;
+    c->longs = NULL;
 }
 
 /* Whole-token lookup, then the merge. h is the piece hash (valid when n fits a token). */
@@ -278,7 +281,20 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
     uint64_t w0 = k3_tok_word(s, n, avail);
     if (n > K3_PIECE_CACHE_BYTES || !cache) {
         uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
-        return bpe_uncached(t, cache, s, n, w0, h, out);
+        if (!cache || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
+        struct k3_long_cache_entry *e = &cache->longs[(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1)];
+        if (e->len == n && !memcmp(e->key, s, n)) {
+            memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
+            return e->n_ids;
+        }
+        size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
+        if (m <= K3_LONG_CACHE_IDS) {
+            e->len = (uint16_t)n;
+            e->n_ids = (uint16_t)m;
+            memcpy(e->ids, out, m * sizeof(int32_t));
+            memcpy(e->key, s, n);
+        }
+        return m;
     }
     uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
     uint64_t h = k3_piece_hash(w0, s, n, avail);

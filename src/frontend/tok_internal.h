@@ -166,9 +166,22 @@ struct k3_piece_cache_entry {
 #ifndef K3_PAIR_CACHE_ENTRIES
 #define K3_PAIR_CACHE_ENTRIES 8192
 #endif
+/* Longer pieces (17..48 bytes: CJK phrases, long words) in a second, smaller table that
+ * keeps the bytes for an exact compare. */
+#define K3_LONG_CACHE_BYTES 48
+#define K3_LONG_CACHE_IDS 14
+#define K3_LONG_CACHE_ENTRIES 2048
+struct k3_long_cache_entry {
+    uint16_t len;      /* 0 = empty */
+    uint16_t n_ids;
+    int32_t ids[K3_LONG_CACHE_IDS];
+    uint8_t key[K3_LONG_CACHE_BYTES];
+};
+
 struct k3_bpe_cache {
     struct k3_piece_cache_entry *e;
     uint32_t mask;
+    struct k3_long_cache_entry *longs; /* [K3_LONG_CACHE_ENTRIES] */
     uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
 };
 
