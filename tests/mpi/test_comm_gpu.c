@@ -4,6 +4,10 @@
  *                                           ranks on one GPU)
  *   mpirun -np 1..4  test_comm_gpu staged   MPI staged through pinned host
  *                                           memory, all ranks on one GPU
+ *   mpirun -np N     test_comm_gpu nccl T   one rank per GPU (several GPUs):
+ *                                           collectives and the dense layer in
+ *                                           TP groups of T ranks (N / T groups
+ *                                           side by side), the exchange over all
  *
  * Checks: every collective of struct k3_comm_ops on device buffers (exact
  * values; all-to-all-v must leave the gaps between receive blocks alone); a
@@ -26,6 +30,7 @@
 #include "mpi/bootstrap.h"
 #include "mpi/comm.h"
 #include "mpi/comm_staged.h"
+#include "mpi/groups.h"
 #include "mpi/mpi_check.h"
 
 static struct k3_job job;
@@ -232,7 +237,7 @@ static void round_bf16(float *x, int64_t n)
  * of a bf16 rounding boundary, which moves y by ≤ 2^-8 of that one term.
  * Tolerance 2e-3 of S = Σ|w2||g| + |x| per element: a wrong slice or a
  * missing rank is O(S). */
-static void test_dense_tp(struct k3_comm *c)
+static void test_dense_tp(struct k3_comm *c, MPI_Comm mc)
 {
     int W = c->size, R = c->rank;
     int64_t n = 7, d = 1024, f = 1536, vocab = 512, fs = f / W;
@@ -304,7 +309,7 @@ static void test_dense_tp(struct k3_comm *c)
     const unsigned char *gb = (const unsigned char *)got;
     for (size_t i = 0; i < sizeof(float) * (size_t)(n * d); i++) hash = (hash ^ gb[i]) * 1099511628211ull;
     uint64_t *hashes = malloc(sizeof(uint64_t) * (size_t)W);
-    K3_CHECK_MPI(MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, job.world_comm));
+    K3_CHECK_MPI(MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, mc));
     int same = 1;
     for (int r = 0; r < W; r++) same &= hashes[r] == hashes[0];
     if (R == 0)
@@ -330,16 +335,31 @@ int main(int argc, char **argv)
     struct k3_cuda_config cfg = {job.local_rank, 64u << 20, 64u << 20, 0, 16u << 20};
     K3_CHECK(k3_cuda_backend_init(&gpu, &cfg) == 0, "CUDA backend");
     K3_CHECK(k3_cpu_backend_init(&cpu, 2) == 0, "CPU backend");
-    struct k3_comm c;
+    /* TP groups of tp ranks (default: all ranks in one group) */
+    int tp = argc > 2 ? atoi(argv[2]) : job.world;
+    struct k3_groups g;
+    struct k3_err gerr;
+    K3_CHECK(tp >= 1 && job.world % tp == 0 && k3_groups_init(&g, &job, tp, job.world / tp, &gerr) == 0,
+             "TP groups of %d ranks do not divide %d ranks", tp, job.world);
+    struct k3_comm c, ct;
     void *stream = k3_cuda_impl(&gpu)->stream;
-    if (!strcmp(kind, "nccl")) k3_comm_init_nccl(&c, job.world_comm, stream, 60);
-    else k3_comm_init_staged(&c, job.world_comm, stream, 16u << 20, 60);
+    if (!strcmp(kind, "nccl")) {
+        k3_comm_init_nccl(&c, job.world_comm, stream, 60);
+        k3_comm_init_nccl(&ct, g.tp_comm, stream, 60);
+    } else {
+        k3_comm_init_staged(&c, job.world_comm, stream, 16u << 20, 60);
+        k3_comm_init_staged(&ct, g.tp_comm, stream, 16u << 20, 60);
+    }
     if (job.rank == 0) printf("# %s communicator, %d rank(s) on %s\n", c.kind, c.size,
                               k3_cuda_impl(&gpu)->dev.name);
-    test_collectives(&c);
+    if (job.rank == 0 && tp != job.world)
+        printf("# collectives and dense layer in %d TP group(s) of %d\n", job.world / tp, tp);
+    test_collectives(&ct);
     test_exchange(&c);
-    test_dense_tp(&c);
+    test_dense_tp(&ct, g.tp_comm);
+    k3_comm_free(&ct);
     k3_comm_free(&c);
+    k3_groups_free(&g);
     k3_cpu_backend_free(&cpu);
     k3_cuda_backend_free(&gpu);
     int rc = summary_all();
