@@ -11,9 +11,11 @@
 #                          against one CPU rank (for every T dividing n)
 #   bench_comm --comm nccl MoE dispatch/combine over all n ranks (T = n), TP
 #                          all-reduce/reduce-scatter in groups of every T
-# On any machine (also with one GPU): the CPU MPI tests (comm_np*, bench_comm
-# at tiny sizes), NCCL with 1 rank, and the host-staged MPI path with 2 and 4
-# ranks sharing GPU 0 (NCCL refuses two ranks on one GPU).
+# On any machine: the CPU MPI tests (comm_np*, bench_comm at tiny sizes) and
+# NCCL with 1 rank. With one GPU (or STAGED=1): the host-staged MPI path with 2
+# and 4 ranks sharing GPU 0 (NCCL refuses two ranks on one GPU); it takes ~4
+# minutes at full sizes, so a multi-GPU run skips it. On 8 GPUs the whole
+# script should fit one 10-minute call (a cold build is ~1 minute).
 # OUTDIR gets one log per step, gpu.txt, topo.txt, steps.txt and results.md
 # (date, GPUs, driver, every table); the exit status is the number of failed
 # steps. Environment: BENCH_REPS (default 20), BUILD_DIR (default build-multi),
@@ -47,6 +49,7 @@ step cpu_mpi ctest --test-dir "$B" -R '^(comm_np|bench_comm_np)' --output-on-fai
 step test_gpu_nccl_np1 env CUDA_VISIBLE_DEVICES=0 $MPIRUN -np 1 "$TCG" nccl
 step bench_nccl_np1 env CUDA_VISIBLE_DEVICES=0 $MPIRUN -np 1 "$BC" --comm nccl $BARGS
 for np in 2 4; do
+  [ "$NGPU" -lt 2 ] || [ "${STAGED:-0}" = 1 ] || continue
   step test_gpu_staged_np$np env CUDA_VISIBLE_DEVICES=0 $MPIRUN -np $np "$TCG" staged
   step bench_staged_np$np env CUDA_VISIBLE_DEVICES=0 $MPIRUN -np $np "$BC" --comm staged $BARGS
 done
