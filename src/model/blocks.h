@@ -68,6 +68,10 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
 void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
 void mlp_block(struct k3_forward *f, const struct k3_mlp_weights *w, const float *xn, int64_t n,
                float *out, int accumulate);
+/* The MLP sub-layer of layer l, whichever kind it is: dense (layer 0), MoE
+ * on one rank, or MoE with experts over ranks; partial sums of a sharded run
+ * already summed over the group. */
+void mlp_sublayer(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
 /* out = AR(cand[0..n_cand)) per token with the folded query q (§3.3). */
 void attn_res_mix(struct k3_forward *f, const float *q, const float *const *cand, int n_cand,
                   int64_t n, float *out);

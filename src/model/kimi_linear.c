@@ -31,13 +31,7 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
 
         fwd_rmsnorm(f, f->h, lw->mlp_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.mlp_norm", l);
-        if (lw->is_moe && f->par) moe_ep_block(f, l, f->xn, n, f->m_out);
-        else if (lw->is_moe) moe_block(f, l, f->xn, n, f->m_out);
-        else {
-            fwd_scratch_reset(f);
-            mlp_block(f, &lw->mlp, f->xn, n, f->m_out, 0);
-            fwd_tp_all_reduce(f, f->m_out, n * d, "dense mlp");
-        }
+        mlp_sublayer(f, l, f->xn, n, f->m_out);
         fwd_dump(f, f->m_out, n, d, "L%d.mlp_out", l);
         fwd_add(f, f->h, f->h, f->m_out, n, d);
         fwd_dump(f, f->h, n, d, "L%d.out", l);

@@ -72,3 +72,17 @@ void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *o
     /* Shared experts on the full-width input, added. */
     if (w->has_shared) mlp_block(f, &w->shared, xn, n, out, 1);
 }
+
+void mlp_sublayer(struct k3_forward *f, int l, const float *xn, int64_t n, float *out)
+{
+    const struct k3_layer_weights *lw = &f->w->layers[l];
+    if (lw->is_moe && f->par) {
+        moe_ep_block(f, l, xn, n, out);
+    } else if (lw->is_moe) {
+        moe_block(f, l, xn, n, out);
+    } else {
+        fwd_scratch_reset(f);
+        mlp_block(f, &lw->mlp, xn, n, out, 0);
+        fwd_tp_all_reduce(f, out, n * f->cfg->hidden_size, "dense mlp");
+    }
+}

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k3_test.h"
+#include "dist_setup.h"
+#include "k3_test_mpi.h"
 #include "kernels/cpu/cpu.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -48,27 +49,18 @@ int main(int argc, char **argv)
     K3_CHECK(argc == 4, "usage: test_forward_dist CHECKPOINT_DIR TP ADP");
     int tp = atoi(argv[2]), adp = atoi(argv[3]);
     struct k3_err err;
-    struct k3_groups g;
-    if (k3_groups_init(&g, &job, tp, adp, &err)) K3_FATAL("%s", err.msg);
-    struct k3_comm tp_comm, ep_comm;
-    k3_comm_init_mpi(&tp_comm, g.tp_comm, 120);
-    k3_comm_init_mpi(&ep_comm, g.ep_comm, 120);
-    struct k3_model_par par = {.shard = {.tp = tp, .tp_rank = g.tp_rank, .ep = job.world, .ep_rank = job.rank},
-                               .tp_comm = &tp_comm, .ep_comm = &ep_comm};
-
-    struct k3_model_config cfg;
-    struct k3_checkpoint *ck;
-    struct k3_weights w_ref, w_sh;
-    if (k3_model_config_load(argv[1], &cfg, &err) || k3_checkpoint_open(argv[1], &ck, &err) ||
-        k3_weights_load(&cfg, ck, &w_ref, &err) || k3_weights_load(&cfg, ck, &w_sh, &err) ||
-        k3_weights_shard(&w_sh, &par.shard, &err))
-        K3_FATAL("%s", err.msg);
+    struct dist_setup ds;
+    dist_setup_init(&ds, &job, argv[1], tp, adp);
+    const struct k3_model_config *cfg = &ds.cfg;
+    const struct k3_groups *g = &ds.g;
+    struct k3_weights w_ref; /* the whole model, for the single-rank answer */
+    if (k3_weights_load(cfg, ds.ck, &w_ref, &err)) K3_FATAL("%s", err.msg);
     int64_t dense, experts, dense_full, experts_full;
-    k3_weights_shard_bytes(&w_sh, &dense, &experts);
+    k3_weights_shard_bytes(&ds.w, &dense, &experts);
     k3_weights_shard_bytes(&w_ref, &dense_full, &experts_full);
     /* this rank holds its 1/W of the experts (±1 expert per layer of rounding) */
-    int per = (cfg.n_experts + job.world - 1) / job.world;
-    CHECK_MSG(experts <= experts_full * per / cfg.n_experts + 1, "rank %d holds %lld expert bytes of %lld",
+    int per = (cfg->n_experts + job.world - 1) / job.world;
+    CHECK_MSG(experts <= experts_full * per / cfg->n_experts + 1, "rank %d holds %lld expert bytes of %lld",
               job.rank, (long long)experts, (long long)experts_full);
     if (tp > 1) CHECK(dense < dense_full);
 
@@ -77,24 +69,24 @@ int main(int argc, char **argv)
     struct k3_forward_opts o_ref = {.max_tok = 512, .max_ctx = 256, .kda_chunk = 64, .mla_absorb = -1};
     struct k3_forward_opts o_sh = o_ref;
     o_sh.max_tok = 16;
-    o_sh.par = &par;
+    o_sh.par = &ds.par;
     struct k3_forward *f_ref, *f_sh;
-    if (k3_forward_init(&f_ref, &cfg, &w_ref, &be, &o_ref, &err) ||
-        k3_forward_init(&f_sh, &cfg, &w_sh, &be, &o_sh, &err))
+    if (k3_forward_init(&f_ref, cfg, &w_ref, &be, &o_ref, &err) ||
+        k3_forward_init(&f_sh, cfg, &ds.w, &be, &o_sh, &err))
         K3_FATAL("%s", err.msg);
 
-    int64_t V = cfg.vocab_size;
+    int64_t V = cfg->vocab_size;
     int n_seqs = adp == 1 ? 4 : 2 * adp + 1; /* group 0 gets one more sequence */
     if (n_seqs > N_SEQS_MAX) n_seqs = N_SEQS_MAX;
     int rounds = (n_seqs + adp - 1) / adp;
     float *lg_ref = malloc(sizeof(float) * (size_t)(128 * V)), *lg_sh = malloc(sizeof(float) * (size_t)(128 * V));
     struct k3_seq_cache c_ref, c_sh;
-    if (k3_seq_cache_init(&c_ref, &cfg, 256, &err) || k3_seq_cache_init(&c_sh, &cfg, 256, &err))
+    if (k3_seq_cache_init(&c_ref, cfg, 256, &err) || k3_seq_cache_init(&c_sh, cfg, 256, &err))
         K3_FATAL("%s", err.msg);
     double worst = 0;
     int runs = 0, same_greedy = 1;
     for (int r = 0; r < rounds; r++) {
-        int seq = r * adp + g.group; /* group g's sequence this round, if any */
+        int seq = r * adp + g->group; /* group g's sequence this round, if any */
         if (seq >= n_seqs) {
             for (int step = 0; step < 1 + N_DECODE; step++) K3_CHECK(k3_forward_idle(f_sh) == 0, "idle");
             continue;
@@ -102,8 +94,8 @@ int main(int argc, char **argv)
         int n = lengths[seq % 8];
         int32_t ids[128];
         for (int i = 0; i < n; i++) ids[i] = tok(seq, i, V);
-        k3_seq_cache_reset(&c_ref, &cfg);
-        k3_seq_cache_reset(&c_sh, &cfg);
+        k3_seq_cache_reset(&c_ref, cfg);
+        k3_seq_cache_reset(&c_sh, cfg);
         int32_t next_ref = 0, next_sh = 0;
         for (int step = 0; step < 1 + N_DECODE; step++) {
             const int32_t *in_ref = step ? &next_ref : ids, *in_sh = step ? &next_sh : ids;
@@ -128,7 +120,7 @@ int main(int argc, char **argv)
         }
     }
     CHECK_MSG(same_greedy, "rank %d: greedy continuations differ", job.rank);
-    CHECK(runs > 0 || g.group > 0);
+    CHECK(runs > 0 || g->group > 0);
 
     double all_worst;
     K3_CHECK_MPI(MPI_Reduce(&worst, &all_worst, 1, MPI_DOUBLE, MPI_MAX, 0, job.world_comm));
@@ -150,19 +142,8 @@ int main(int argc, char **argv)
     k3_forward_free(f_sh);
     k3_cpu_backend_free(&be);
     k3_weights_free(&w_ref);
-    k3_weights_free(&w_sh);
-    k3_checkpoint_free(ck);
-    k3_comm_free(&tp_comm);
-    k3_comm_free(&ep_comm);
-    k3_groups_free(&g);
-    int mine[2] = {k3_test_passed, k3_test_failed}, sum[2];
-    K3_CHECK_MPI(MPI_Reduce(mine, sum, 2, MPI_INT, MPI_SUM, 0, job.world_comm));
-    int rc = 0;
-    if (job.rank == 0) {
-        k3_test_passed = sum[0];
-        k3_test_failed = sum[1];
-        rc = k3_test_summary();
-    }
+    dist_setup_free(&ds);
+    int rc = k3_test_summary_all(job.world_comm);
     k3_job_free(&job);
     return rc;
 }

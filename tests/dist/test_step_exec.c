@@ -13,6 +13,7 @@
 
 #include "engine/step_exec.h"
 #include "engine/step_plan.h"
+#include "dist_setup.h"
 #include "k3_test.h"
 #include "kernels/cpu/cpu.h"
 #include "model/checkpoint.h"
@@ -60,28 +61,18 @@ int main(int argc, char **argv)
     K3_CHECK(argc == 4, "usage: test_step_exec CHECKPOINT_DIR TP ADP");
     int tp = atoi(argv[2]), adp = atoi(argv[3]);
     struct k3_err err;
-    struct k3_groups g;
-    if (k3_groups_init(&g, &job, tp, adp, &err)) K3_FATAL("%s", err.msg);
-    struct k3_comm tp_comm, ep_comm;
-    k3_comm_init_mpi(&tp_comm, g.tp_comm, 120);
-    k3_comm_init_mpi(&ep_comm, g.ep_comm, 120);
-    struct k3_model_par par = {.shard = {.tp = tp, .tp_rank = g.tp_rank, .ep = job.world, .ep_rank = job.rank},
-                               .tp_comm = &tp_comm, .ep_comm = &ep_comm};
-    struct k3_model_config cfg;
-    struct k3_checkpoint *ck;
-    struct k3_weights w;
-    if (k3_model_config_load(argv[1], &cfg, &err) || k3_checkpoint_open(argv[1], &ck, &err) ||
-        k3_weights_load(&cfg, ck, &w, &err) || k3_weights_shard(&w, &par.shard, &err))
-        K3_FATAL("%s", err.msg);
+    struct dist_setup ds;
+    dist_setup_init(&ds, &job, argv[1], tp, adp);
+    const struct k3_model_config *cfgp = &ds.cfg;
     struct k3_backend be;
     K3_CHECK(k3_cpu_backend_init(&be, 1) == 0, "no CPU backend");
     /* logits stay vocabulary-parallel: tokens are picked across the group */
     struct k3_forward_opts opts = {.max_tok = 24, .max_ctx = MAX_LEN, .kda_chunk = 64, .mla_absorb = -1,
-                                   .par = &par, .vocab_local = 1};
+                                   .par = &ds.par, .vocab_local = 1};
     struct k3_forward *f;
     struct k3_step_exec ex;
-    if (k3_forward_init(&f, &cfg, &w, &be, &opts, &err) ||
-        k3_step_exec_init(&ex, &cfg, f, &g, &tp_comm, job.world_comm, N_SEQ, MAX_LEN, MAX_LEN, &err))
+    if (k3_forward_init(&f, cfgp, &ds.w, &be, &opts, &err) ||
+        k3_step_exec_init(&ex, cfgp, f, &ds.g, &ds.tp_comm, job.world_comm, N_SEQ, MAX_LEN, MAX_LEN, &err))
         K3_FATAL("%s", err.msg);
 
     struct k3_step_plan plan;
@@ -96,7 +87,7 @@ int main(int argc, char **argv)
             seqs[i].slot = i;
             seqs[i].len = prompt_len[i];
             for (int t = 0; t < prompt_len[i]; t++)
-                seqs[i].toks[t] = (int32_t)((i * 131 + t * 71 + 5) % cfg.vocab_size);
+                seqs[i].toks[t] = (int32_t)((i * 131 + t * 71 + 5) % cfgp->vocab_size);
         }
         struct k3_sampled got[N_SEQ];
         for (int step = 0; step < N_GEN + 1; step++) {
@@ -146,11 +137,11 @@ int main(int argc, char **argv)
         struct k3_weights wf;
         struct k3_forward *fr;
         struct k3_forward_opts ro = {.max_tok = 512, .max_ctx = MAX_LEN, .kda_chunk = 64, .mla_absorb = -1};
-        if (k3_weights_load(&cfg, ck, &wf, &err) || k3_forward_init(&fr, &cfg, &wf, &be, &ro, &err))
+        if (k3_weights_load(cfgp, ds.ck, &wf, &err) || k3_forward_init(&fr, cfgp, &wf, &be, &ro, &err))
             K3_FATAL("%s", err.msg);
         for (int i = 0; i < N_SEQ; i++) {
             int32_t want[N_GEN];
-            greedy_ref(&cfg, fr, &seqs[i], want);
+            greedy_ref(cfgp, fr, &seqs[i], want);
             CHECK_MSG(n_gen[i] == N_GEN, "sequence %d produced %d of %d tokens", i, n_gen[i], N_GEN);
             CHECK_MSG(!memcmp(want, gen[i], sizeof want), "sequence %d (group %d): greedy tokens differ from "
                       "one rank's (%d %d %d ... vs %d %d %d ...)", i, seqs[i].group, gen[i][0], gen[i][1],
@@ -164,11 +155,7 @@ int main(int argc, char **argv)
     k3_step_exec_free(&ex);
     k3_forward_free(f);
     k3_cpu_backend_free(&be);
-    k3_weights_free(&w);
-    k3_checkpoint_free(ck);
-    k3_comm_free(&tp_comm);
-    k3_comm_free(&ep_comm);
-    k3_groups_free(&g);
+    dist_setup_free(&ds);
     int rc = job.rank == 0 ? k3_test_summary() : 0;
     K3_CHECK_MPI(MPI_Bcast(&rc, 1, MPI_INT, 0, job.world_comm));
     k3_job_free(&job);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "engine/sample_dist.h"
-#include "k3_test.h"
+#include "k3_test_mpi.h"
 #include "model/parallel.h"
 #include "mpi/bootstrap.h"
 #include "mpi/comm.h"
@@ -55,15 +55,7 @@ int main(int argc, char **argv)
         free(x);
     }
     k3_comm_free(&c);
-    int mine[2] = {k3_test_passed, k3_test_failed}, sum[2];
-    K3_CHECK_MPI(MPI_Reduce(mine, sum, 2, MPI_INT, MPI_SUM, 0, job.world_comm));
-    int rc = 0;
-    if (job.rank == 0) {
-        k3_test_passed = sum[0];
-        k3_test_failed = sum[1];
-        rc = k3_test_summary();
-    }
-    K3_CHECK_MPI(MPI_Bcast(&rc, 1, MPI_INT, 0, job.world_comm));
+    int rc = k3_test_summary_all(job.world_comm);
     k3_job_free(&job);
     return rc;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/step_plan.h"
-#include "k3_test.h"
+#include "k3_test_mpi.h"
 #include "mpi/bootstrap.h"
 #include "mpi/mpi_check.h"
 
@@ -158,14 +158,7 @@ int main(int argc, char **argv)
     k3_job_init(&job, &argc, &argv);
     if (job.rank == 0) test_round_trip();
     test_bcast(&job);
-    int mine[2] = {k3_test_passed, k3_test_failed}, sum[2];
-    K3_CHECK_MPI(MPI_Reduce(mine, sum, 2, MPI_INT, MPI_SUM, 0, job.world_comm));
-    int rc = 0;
-    if (job.rank == 0) {
-        k3_test_passed = sum[0];
-        k3_test_failed = sum[1];
-        rc = k3_test_summary();
-    }
+    int rc = k3_test_summary_all(job.world_comm);
     k3_job_free(&job);
     return rc;
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "k3_test.h"
+#include "k3_test_mpi.h"
 #include "mpi/bootstrap.h"
 #include "mpi/comm.h"
 #include "mpi/groups.h"
@@ -21,19 +21,6 @@
 #include "mpi/mpi_check.h"
 
 static struct k3_job job;
-
-/* Results of CHECKs on every rank, summed on rank 0 at the end. */
-static int summary_all(void)
-{
-    int mine[2] = {k3_test_passed, k3_test_failed}, sum[2];
-    K3_CHECK_MPI(MPI_Reduce(mine, sum, 2, MPI_INT, MPI_SUM, 0, job.world_comm));
-    if (job.rank == 0) {
-        k3_test_passed = sum[0];
-        k3_test_failed = sum[1];
-        return k3_test_summary();
-    }
-    return 0;
-}
 
 static void test_groups(void)
 {
@@ -279,7 +266,7 @@ int main(int argc, char **argv)
     test_dispatch(&c, 13, 3, 9);     /* uneven: the last rank owns fewer (or none) */
     test_dispatch(&c, 896, 16, 20);  /* the K3 shape */
     k3_comm_free(&c);
-    int rc = summary_all();
+    int rc = k3_test_summary_all(job.world_comm);
     k3_job_free(&job);
     return rc;
 }
