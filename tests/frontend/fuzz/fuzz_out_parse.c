@@ -2,15 +2,29 @@
  * no hang" it checks the parser's contract on every input: the parse of the whole text
  * equals the parse of the same text in random chunks, and the concatenated deltas equal
  * the result; a difference traps.
+ * A third run feeds the same text as token ids (markers as special ids) one id at a time,
+ * the server's path; its deltas must add up to its result.
  * Input: byte 0 = flags (bit 0 thinking, 1 drop_calls, 2 finish by length, 3 declared-name
  * filter), byte 1 = chunking seed, the rest = generated text. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/out_parse.h"
 
 static const char *const names[] = {"f", "get_weather"};
+static struct k3_tok *tok;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    struct k3_err err;
+    if (k3_tok_load_files(&tok, K3_TOK_MODEL, K3_TOK_CONFIG, &err)) {
+        fprintf(stderr, "fuzz_out_parse: %s\n", err.msg);
+        abort();
+    }
+    return 0;
+}
 
 struct acc {
     struct k3_sbuf r, c, args;  /* args of every call, separated by a NUL */
@@ -100,5 +114,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     acc_free(&b);
     k3_outp_free(whole);
     k3_outp_free(chunked);
+
+    struct k3_tok_ids ids = {0};
+    k3_tok_encode(tok, s, n, K3_TOK_SPECIAL, NULL, &ids);
+    struct k3_outp *byid = k3_outp_new(&cfg);
+    struct k3_outp_delta d = {0};
+    struct k3_detok dt;
+    struct acc c = {0};
+    k3_detok_init(&dt, tok);
+    for (size_t i = 0; i < ids.n; i++) {
+        if (k3_outp_feed_ids(byid, &dt, &ids.ids[i], 1, &d)) __builtin_trap();
+        add(&c, &d);
+    }
+    char tail[16];
+    int m = k3_detok_flush(&dt, tail);
+    k3_outp_feed(byid, tail, (size_t)m, &d);
+    k3_outp_finish(byid, why ? K3_FINISH_LENGTH : K3_FINISH_STOP, &d);
+    add(&c, &d);
+    check(k3_outp_result(byid), &c);
+    acc_free(&c);
+    k3_outp_delta_free(&d);
+    k3_outp_free(byid);
+    k3_tok_ids_free(&ids);
     return 0;
 }
