@@ -39,7 +39,7 @@
 #include "engine/step_plan.h"
 #include "mpi/comm.h"
 
-#define K3_SAMPLER_TOP_MAX 20   /* most top logprobs per token */
+#define K3_SAMPLER_TOP_MAX K3_PLAN_TOP_MAX /* most top logprobs per token */
 #define K3_SAMPLER_CAND 64      /* candidates each rank sends */
 
 /* The constrained-decoding hook: sets logits of banned tokens in this rank's

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "engine/sample_dist.h"
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
                       struct k3_forward *fwd, const struct k3_groups *groups, struct k3_comm *tp_comm,
@@ -19,11 +18,20 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
     ex->tp_comm = tp_comm;
     ex->world = world;
     ex->max_new = max_new;
+    ex->max_ctx = max_ctx;
     ex->slots = calloc((size_t)n_slots, sizeof *ex->slots);
     ex->logits = malloc(sizeof(float) * (size_t)(max_new * cfg->vocab_size));
-    if (!ex->slots || !ex->logits) {
+    ex->hist = malloc(sizeof *ex->hist * (size_t)(n_slots * max_ctx));
+    if (!ex->slots || !ex->logits || !ex->hist) {
         k3_step_exec_free(ex);
         return k3_err_set(err, "out of memory for %d cache slots", n_slots);
+    }
+    int64_t v0, v1;
+    k3_forward_vocab_range(fwd, &v0, &v1);
+    if (k3_sampler_init(&ex->sampler, v0, v1 - v0, cfg->vocab_size,
+                        v1 - v0 < cfg->vocab_size ? tp_comm : NULL, err)) {
+        k3_step_exec_free(ex);
+        return -1;
     }
     for (int i = 0; i < n_slots; i++, ex->n_slots++)
         if (k3_seq_cache_init(&ex->slots[i], cfg, max_ctx, err)) {
@@ -39,6 +47,8 @@ void k3_step_exec_free(struct k3_step_exec *ex)
     free(ex->slots);
     free(ex->logits);
     free(ex->mine);
+    free(ex->hist);
+    k3_sampler_free(&ex->sampler);
     memset(ex, 0, sizeof *ex);
 }
 
@@ -58,10 +68,7 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         ex->mine_cap = plan->n_seqs;
     }
     int first = plan->group_first[g->group], count = plan->group_first[g->group + 1] - first, n_mine = 0;
-    int64_t v0, v1;
-    k3_forward_vocab_range(ex->fwd, &v0, &v1);
-    int64_t nv = v1 - v0;
-    struct k3_comm *vocab_comm = nv < ex->cfg->vocab_size ? ex->tp_comm : NULL;
+    int64_t nv = ex->sampler.nv;
     for (int j = 0; j < most; j++) {
         if (j >= count) {
             K3_CHECK(k3_forward_idle(ex->fwd) == 0, "another rank refused its part of step %llu",
@@ -73,9 +80,9 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
                  "step %llu: sequence %llu has slot %d (of %d) and %d new tokens (at most %lld)",
                  (unsigned long long)plan->step, (unsigned long long)s->seq_id, s->kda_slot, ex->n_slots,
                  s->n_new, (long long)ex->max_new);
-        K3_CHECK(!(s->flags & K3_SEQ_SAMPLE) || s->sampling.temperature == 0,
-                 "step %llu: sequence %llu asks for temperature %g; this executor samples greedily",
-                 (unsigned long long)plan->step, (unsigned long long)s->seq_id, s->sampling.temperature);
+        K3_CHECK(s->pos0 >= 0 && s->pos0 + s->n_new <= ex->max_ctx,
+                 "step %llu: sequence %llu runs to position %d (context %lld)", (unsigned long long)plan->step,
+                 (unsigned long long)s->seq_id, s->pos0 + s->n_new, (long long)ex->max_ctx);
         struct k3_seq_cache *c = &ex->slots[s->kda_slot];
         if (s->flags & K3_SEQ_RESET) k3_seq_cache_reset(c, ex->cfg);
         K3_CHECK(c->n_past == s->pos0, "step %llu: sequence %llu starts at %d but its slot holds %lld tokens",
@@ -84,9 +91,16 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         if (k3_forward_run(ex->fwd, c, plan->tokens + s->first_token, s->n_new, ex->logits, &err))
             K3_FATAL("step %llu, sequence %llu: %s", (unsigned long long)plan->step,
                      (unsigned long long)s->seq_id, err.msg);
+        int32_t *hist = ex->hist + (int64_t)s->kda_slot * ex->max_ctx;
+        memcpy(hist + s->pos0, plan->tokens + s->first_token, sizeof *hist * (size_t)s->n_new);
         if (s->flags & K3_SEQ_SAMPLE) {
-            struct k3_sampled m = {.seq = first + j};
-            k3_dist_greedy(ex->logits + (int64_t)(s->n_new - 1) * nv, nv, v0, vocab_comm, &m.token, &m.logprob);
+            struct k3_sample_hist h = {hist, s->pos0 + s->n_new, s->sampling.n_prompt};
+            struct k3_sample_out o;
+            k3_sampler_pick(&ex->sampler, &s->sampling, s->seq_id, ex->logits + (int64_t)(s->n_new - 1) * nv, &h,
+                            s->pos0 + s->n_new, &o);
+            struct k3_sampled m = {.seq = first + j, .token = o.token, .logprob = o.logprob, .n_top = o.n_top};
+            memcpy(m.top_ids, o.top_ids, sizeof m.top_ids);
+            memcpy(m.top_logprobs, o.top_logprobs, sizeof m.top_logprobs);
             if (g->tp_rank == 0) ex->mine[n_mine++] = m;
         }
     }

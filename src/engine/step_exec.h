@@ -11,13 +11,14 @@
  *
  * Caches here are one contiguous k3_seq_cache per slot (the forward's own
  * layout); paged MLA blocks and the prefix cache come with the serving loop,
- * which will fill the plan's block tables. Sampling here is greedy (the
- * sampler with temperature, top-p and penalties belongs to the serving loop);
- * a plan that asks for anything else is refused, not approximated. */
+ * which will fill the plan's block tables. Sampling is engine/sampler.h with
+ * the sequence's parameters; each slot keeps the tokens it was fed (by
+ * position) for the penalties, and `sampler.mask` is the token-mask hook. */
 #ifndef K3_ENGINE_STEP_EXEC_H
 #define K3_ENGINE_STEP_EXEC_H
 
 #include "core/err.h"
+#include "engine/sampler.h"
 #include "engine/step_plan.h"
 #include "model/forward.h"
 #include "mpi/comm.h"
@@ -35,6 +36,9 @@ struct k3_step_exec {
     int64_t max_new;
     struct k3_sampled *mine;      /* [max sequences of a plan] */
     int mine_cap;
+    struct k3_sampler sampler;    /* over this rank's vocabulary slice; .mask is the hook */
+    int32_t *hist;                /* [n_slots, max_ctx] tokens each slot was fed, by position */
+    int64_t max_ctx;
 };
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,

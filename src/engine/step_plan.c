@@ -10,9 +10,9 @@
 #include "mpi/mpi_check.h"
 
 #define PLAN_MAGIC 0x4b33504cu /* "K3PL" read as a host-order u32 */
-#define PLAN_VERSION 1u
+#define PLAN_VERSION 2u
 #define HEADER_BYTES (4 + 4 + 8 + 4 + 4 * 4 + 4)
-#define SEQ_BYTES (8 + 4 * 6 + 4 + 4 * 4 + 4 * 3 + 4 + 8)
+#define SEQ_BYTES (8 + 4 * 6 + 4 + 4 * 4 + 4 * 3 + 4 + 8 + 4)
 
 static void *grow(void *ptr, size_t *cap, size_t need, size_t elem)
 {
@@ -116,7 +116,7 @@ size_t k3_plan_encode(struct k3_step_plan *p)
         PUT(w, s->n_new); PUT(w, s->n_blocks); PUT(w, s->flags); PUT(w, s->first_token);
         PUT(w, m->temperature); PUT(w, m->top_p); PUT(w, m->min_p); PUT(w, m->top_k);
         PUT(w, m->presence_penalty); PUT(w, m->frequency_penalty);
-        PUT(w, m->repetition_penalty); PUT(w, m->n_logprobs); PUT(w, m->seed);
+        PUT(w, m->repetition_penalty); PUT(w, m->n_logprobs); PUT(w, m->seed); PUT(w, m->n_prompt);
     }
     memcpy(w, p->tokens, sizeof(int32_t) * (size_t)p->n_tokens);
     w += sizeof(int32_t) * (size_t)p->n_tokens;
@@ -169,7 +169,7 @@ int k3_plan_decode(struct k3_step_plan *p, const uint8_t *buf, size_t n, struct 
         GET(r, s->n_new); GET(r, s->n_blocks); GET(r, s->flags); GET(r, s->first_token);
         GET(r, m->temperature); GET(r, m->top_p); GET(r, m->min_p); GET(r, m->top_k);
         GET(r, m->presence_penalty); GET(r, m->frequency_penalty);
-        GET(r, m->repetition_penalty); GET(r, m->n_logprobs); GET(r, m->seed);
+        GET(r, m->repetition_penalty); GET(r, m->n_logprobs); GET(r, m->seed); GET(r, m->n_prompt);
         if (s->group < 0 || s->group >= ng || (i && s->group < p->seqs[i - 1].group) ||
             s->n_new < 1 || s->n_blocks < 0 || s->first_token != tok)
             return k3_err_set(err, "step plan: sequence %d is inconsistent", i);

@@ -44,6 +44,8 @@ struct k3_sampling {
     float presence_penalty, frequency_penalty, repetition_penalty;
     int32_t n_logprobs;         /* top logprobs to return (0 = none) */
     uint64_t seed;
+    int32_t n_prompt;           /* the request's prompt length: positions >= n_prompt are its output
+                                 * (presence/frequency penalties count those; repetition counts all) */
 };
 
 struct k3_plan_seq {
@@ -91,11 +93,16 @@ int k3_plan_decode(struct k3_step_plan *p, const uint8_t *buf, size_t n, struct 
  * decode is fatal (a bug or corrupted memory, not bad user input). */
 void k3_plan_bcast(struct k3_step_plan *p, MPI_Comm comm, int root);
 
+#define K3_PLAN_TOP_MAX 20      /* most top logprobs per sampled token */
+
 /* One sampled token of a K3_SEQ_SAMPLE sequence. */
 struct k3_sampled {
     int32_t seq;                /* index into plan->seqs */
     int32_t token;
-    float logprob;
+    float logprob;              /* of the model's distribution (raw logits) */
+    int32_t n_top;              /* top logprobs asked for (sampling.n_logprobs, capped) */
+    int32_t top_ids[K3_PLAN_TOP_MAX];
+    float top_logprobs[K3_PLAN_TOP_MAX];
 };
 
 /* Collective over comm: every rank passes what it sampled (group leaders

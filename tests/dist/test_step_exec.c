@@ -7,7 +7,9 @@
  * each plan, and appends the sampled tokens that come back. In one step only
  * group 0's sequences run (the other groups idle, then resume from their
  * caches). Rank 0 then runs the same prompts greedily on the full weights,
- * alone, and the token sequences must be identical. */
+ * alone, and the token sequences must be identical. A second pass samples
+ * (temperature, top-k, top-p, penalties, seeds) all together and then each
+ * sequence alone: the draws must not depend on the batch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +56,54 @@ static void greedy_ref(const struct k3_model_config *cfg, struct k3_forward *f, 
     free(lg);
 }
 
+/* Rank 0: plans steps until every sequence in `only` (-1: all) has N_GEN
+ * tokens; sampling parameters from `smp` with seed + sequence index. */
+static void drive(struct k3_step_exec *ex, struct k3_step_plan *plan, MPI_Comm world, int adp, const struct seq *seqs,
+                  int32_t (*gen)[N_GEN], int only, const struct k3_sampling *smp)
+{
+    struct k3_err err;
+    int n_gen[N_SEQ] = {0};
+    struct k3_sampled got[N_SEQ];
+    for (int step = 0; step < N_GEN + 1; step++) {
+        k3_plan_reset(plan, (uint64_t)step, adp);
+        /* step 2: only group 0 runs; the others wait a step */
+        int pause = step == 2 && adp > 1;
+        for (int gr = 0; gr < adp; gr++)
+            for (int i = 0; i < N_SEQ; i++) {
+                if ((only >= 0 && i != only) || seqs[i].group != gr || n_gen[i] == N_GEN || (pause && gr > 0))
+                    continue;
+                struct k3_plan_seq s = {.seq_id = (uint64_t)i, .group = gr, .kda_slot = seqs[i].slot,
+                                        .flags = K3_SEQ_SAMPLE, .sampling = *smp};
+                s.sampling.seed += (uint64_t)i;
+                s.sampling.n_prompt = seqs[i].len;
+                const int32_t *in;
+                if (n_gen[i] == 0) {
+                    s.flags |= K3_SEQ_PREFILL | K3_SEQ_RESET;
+                    s.pos0 = 0;
+                    s.n_new = seqs[i].len;
+                    in = seqs[i].toks;
+                } else {
+                    s.pos0 = seqs[i].len + n_gen[i] - 1;
+                    s.n_new = 1;
+                    in = &gen[i][n_gen[i] - 1];
+                }
+                K3_CHECK(k3_plan_add(plan, &s, in, NULL, &err) == 0, "%s", err.msg);
+            }
+        if (plan->n_seqs == 0 && pause) continue; /* a lone sequence of a paused group */
+        if (plan->n_seqs == 0) break;
+        k3_plan_bcast(plan, world, 0);
+        int n = k3_step_exec_run(ex, plan, got);
+        for (int j = 0; j < n; j++) {
+            int i = (int)plan->seqs[got[j].seq].seq_id;
+            gen[i][n_gen[i]++] = got[j].token;
+            CHECK(got[j].logprob <= 0);
+            CHECK(got[j].n_top == smp->n_logprobs);
+        }
+    }
+    for (int i = 0; i < N_SEQ; i++)
+        CHECK_MSG((only >= 0 && i != only) || n_gen[i] == N_GEN, "sequence %d produced %d of %d tokens", i, n_gen[i], N_GEN);
+}
+
 int main(int argc, char **argv)
 {
     struct k3_job job;
@@ -79,7 +129,6 @@ int main(int argc, char **argv)
     k3_plan_init(&plan);
     struct seq seqs[N_SEQ];
     int32_t gen[N_SEQ][N_GEN];
-    int n_gen[N_SEQ] = {0};
     if (job.rank == 0) {
         for (int i = 0; i < N_SEQ; i++) {
             /* group 0 gets sequences 0, 1 and 4 when adp = 2: uneven counts */
@@ -89,38 +138,22 @@ int main(int argc, char **argv)
             for (int t = 0; t < prompt_len[i]; t++)
                 seqs[i].toks[t] = (int32_t)((i * 131 + t * 71 + 5) % cfgp->vocab_size);
         }
-        struct k3_sampled got[N_SEQ];
-        for (int step = 0; step < N_GEN + 1; step++) {
-            k3_plan_reset(&plan, (uint64_t)step, adp);
-            /* step 2: only group 0 runs; the others wait a step */
-            int pause = step == 2 && adp > 1;
-            for (int gr = 0; gr < adp; gr++)
-                for (int i = 0; i < N_SEQ; i++) {
-                    if (seqs[i].group != gr || n_gen[i] == N_GEN || (pause && gr > 0)) continue;
-                    struct k3_plan_seq s = {.seq_id = (uint64_t)i, .group = gr, .kda_slot = seqs[i].slot,
-                                            .flags = K3_SEQ_SAMPLE};
-                    const int32_t *in;
-                    if (n_gen[i] == 0) {
-                        s.flags |= K3_SEQ_PREFILL | K3_SEQ_RESET;
-                        s.pos0 = 0;
-                        s.n_new = seqs[i].len;
-                        in = seqs[i].toks;
-                    } else {
-                        s.pos0 = seqs[i].len + n_gen[i] - 1;
-                        s.n_new = 1;
-                        in = &gen[i][n_gen[i] - 1];
-                    }
-                    K3_CHECK(k3_plan_add(&plan, &s, in, NULL, &err) == 0, "%s", err.msg);
-                }
-            if (plan.n_seqs == 0) break;
-            k3_plan_bcast(&plan, job.world_comm, 0);
-            int n = k3_step_exec_run(&ex, &plan, got);
-            for (int j = 0; j < n; j++) {
-                int i = (int)plan.seqs[got[j].seq].seq_id;
-                gen[i][n_gen[i]++] = got[j].token;
-                CHECK(got[j].logprob <= 0);
-            }
+        struct k3_sampling greedy = {0};
+        drive(&ex, &plan, job.world_comm, adp, seqs, gen, -1, &greedy);
+        /* seeded sampling: together and each alone draw the same tokens */
+        struct k3_sampling hot = {.temperature = 0.9f, .top_p = 0.95f, .top_k = 40, .repetition_penalty = 1.1f,
+                                  .presence_penalty = 0.3f, .n_logprobs = 3, .seed = 1234};
+        int32_t hot_all[N_SEQ][N_GEN], hot_one[N_SEQ][N_GEN];
+        drive(&ex, &plan, job.world_comm, adp, seqs, hot_all, -1, &hot);
+        for (int i = 0; i < N_SEQ; i++) drive(&ex, &plan, job.world_comm, adp, seqs, hot_one, i, &hot);
+        int differ = 0;
+        for (int i = 0; i < N_SEQ; i++) {
+            CHECK_MSG(!memcmp(hot_all[i], hot_one[i], sizeof hot_all[i]),
+                      "sequence %d: seeded draws depend on the batch (%d %d vs %d %d)", i, hot_all[i][0],
+                      hot_all[i][1], hot_one[i][0], hot_one[i][1]);
+            differ |= memcmp(hot_all[i], gen[i], sizeof hot_all[i]) != 0;
         }
+        CHECK_MSG(differ, "sampling at temperature 0.9 drew the greedy tokens for every sequence");
         k3_plan_reset(&plan, 999, adp);
         plan.flags = K3_STEP_SHUTDOWN;
         k3_plan_bcast(&plan, job.world_comm, 0);
@@ -142,7 +175,6 @@ int main(int argc, char **argv)
         for (int i = 0; i < N_SEQ; i++) {
             int32_t want[N_GEN];
             greedy_ref(cfgp, fr, &seqs[i], want);
-            CHECK_MSG(n_gen[i] == N_GEN, "sequence %d produced %d of %d tokens", i, n_gen[i], N_GEN);
             CHECK_MSG(!memcmp(want, gen[i], sizeof want), "sequence %d (group %d): greedy tokens differ from "
                       "one rank's (%d %d %d ... vs %d %d %d ...)", i, seqs[i].group, gen[i][0], gen[i][1],
                       gen[i][2], want[0], want[1], want[2]);
