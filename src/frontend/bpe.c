@@ -96,30 +96,31 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n)
     return (uint64_t)(tok[0] + 1) << 32 | high;
 }
 
-static size_t bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                        int32_t *out)
+/* The merge of s[0..n), k characters (code points cps, byte lengths len), characters first. */
+static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
+                             size_t n, size_t k, const uint32_t *cps, const uint8_t *len,
+                             int32_t *out)
 {
     uint64_t info[BPE_SHORT];
-    uint8_t len[BPE_SHORT];
-    size_t k = 0;
     uint32_t R = K3_TOK_NONE;
-    for (size_t i = 0; i < n; k++) {
-        int l = k3_utf8_check(s + i, n - i);
-        if (l <= 0) return bpe_short(t, c, s, n, out); /* not UTF-8: only tests send that */
-        int dl;
-        uint32_t cp = k3_utf8_decode(s + i, &dl);
-        info[k] = cp < 65536 ? t->char_info[cp] : k3_bpe_char_info(t, s + i, (size_t)l);
-        len[k] = (uint8_t)l;
-        if (k) {
+    (void)n;
+    /* Two passes, so that the table misses of the pair lookups overlap (prefetches). */
+    for (size_t j = 0, i = 0; j < k; j++) {
+        info[j] = cps[j] < 65536 ? t->char_info[cps[j]] : k3_bpe_char_info(t, s + i, len[j]);
+        if (j) {
             uint32_t split = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
             if (split < R) R = split;
-            uint32_t a = (uint32_t)(info[k - 1] >> 32), b = (uint32_t)(info[k] >> 32);
-            if (a && b) {
-                uint32_t r = k3_tok_pair_rank_cached(t, c, a - 1, b - 1);
-                if (r < R) R = r;
-            }
+            uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
+            if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1);
         }
-        i += (size_t)l;
+        i += len[j];
+    }
+    for (size_t j = 1; j < k; j++) {
+        uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
+        if (a && b) {
+            uint32_t r = k3_tok_pair_rank_cached(t, c, a - 1, b - 1);
+            if (r < R) R = r;
+        }
     }
     uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
     size_t m = 0, i = 0;
@@ -133,6 +134,80 @@ static size_t bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const ui
     if (m > MERGE_LINEAR_MAX) return merge_heap(t, c, tok, m, out);
     for (size_t j = 0; j + 1 < m; j++) rk[j] = k3_tok_pair_rank_cached(t, c, tok[j], tok[j + 1]);
     return merge_linear(t, c, tok, rk, m, out);
+}
+
+/* The merge of one segment (see bpe_chars): a single character directly, a short segment
+ * through the per-call segment cache (merge results, never the whole-token shortcut). */
+static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
+                          size_t n, size_t k, const uint32_t *cps, const uint8_t *len,
+                          int32_t *out)
+{
+    if (k == 1 && cps[0] < 65536) {
+        uint32_t whole = (uint32_t)(t->char_info[cps[0]] >> 32);
+        if (whole) {
+            out[0] = (int32_t)(whole - 1);
+            return 1;
+        }
+    }
+    if (!c || n > K3_PIECE_CACHE_BYTES) return bpe_chars_core(t, c, s, n, k, cps, len, out);
+    uint8_t buf[16] = {0};
+    memcpy(buf, s, n);
+    uint64_t w0, w1;
+    memcpy(&w0, buf, 8);
+    memcpy(&w1, buf + 8, 8);
+    uint64_t h = k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1);
+    struct k3_piece_cache_entry *e = &c->segs[(h >> 20) & c->mask];
+    if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
+        memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
+        return e->n_ids;
+    }
+    size_t m = bpe_chars_core(t, c, s, n, k, cps, len, out);
+    if (m <= K3_PIECE_CACHE_IDS) {
+        e->w0 = w0;
+        e->w1 = w1;
+        e->len = (uint16_t)n;
+        e->n_ids = (uint16_t)m;
+        memcpy(e->ids, out, m * sizeof(int32_t));
+    }
+    return m;
+}
+
+/* The merge of a multi-byte piece (no whole-piece lookup; the caller made it). A boundary
+ * between adjacent characters X|Y that no token spans can never be crossed by a merge (every
+ * merge makes a token, a substring of the piece), so the merge of the piece is the merges of
+ * the segments between such boundaries, each on its own: merges on either side never change
+ * the pairs available on the other. A token spans X|Y either with X and Y whole in it (then
+ * the pair X Y is in bigram_filter, a Bloom filter: false positives only keep a boundary) or
+ * not (then split_rank of the two bytes at the boundary is a rank). Short segments repeat
+ * (words) and come from the segment cache. */
+static size_t bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                        int32_t *out)
+{
+    uint32_t cps[BPE_SHORT];
+    uint8_t len[BPE_SHORT];
+    size_t k = 0;
+    for (size_t i = 0; i < n; k++) {
+        int l = k3_utf8_check(s + i, n - i);
+        if (l <= 0) return bpe_short(t, c, s, n, out); /* not UTF-8: only tests send that */
+        int dl;
+        uint32_t cp = k3_utf8_decode(s + i, &dl);
+        cps[k] = cp;
+        if (cp < 65536) K3_PREFETCH(&t->char_info[cp]);
+        len[k] = (uint8_t)l;
+        i += (size_t)l;
+    }
+    size_t m = 0, j0 = 0, i0 = 0, i = len[0];
+    for (size_t j = 1; j < k; j++) {
+        if (t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]] == K3_TOK_NONE &&
+            !k3_tok_bigram_maybe(t, cps[j - 1], cps[j])) {
+            m += bpe_segment(t, c, s + i0, i - i0, j - j0, cps + j0, len + j0, out + m);
+            j0 = j;
+            i0 = i;
+        }
+        i += len[j];
+    }
+    if (j0 == 0) return bpe_chars_core(t, c, s, n, k, cps, len, out);
+    return m + bpe_segment(t, c, s + i0, n - i0, k - j0, cps + j0, len + j0, out + m);
 }
 
 /* Min-heap of (rank << 32 | position): the lowest rank first, then the leftmost. */
@@ -238,8 +313,9 @@ void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
     while (n < 16384 && n * 8 < text_bytes) n *= 2;
     c->e = calloc(n, sizeof *c->e);
     c->pairs = malloc(sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
+    c->segs = calloc(n, sizeof *c->segs);
     c->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *c->longs);
-    K3_CHECK(c->e && c->pairs && c->longs, "out of memory");
+    K3_CHECK(c->e && c->segs && c->pairs && c->longs, "out of memory");
     memset(c->pairs, 0xFF, sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->mask = (uint32_t)n - 1;
 }
@@ -247,9 +323,11 @@ void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
 void k3_bpe_cache_free(struct k3_bpe_cache *c)
 {
     free(c->e);
+    free(c->segs);
     free(c->pairs);
     free(c->longs);
     c->e = NULL;
+    c->segs = NULL;
     c->pairs = NULL;
     c->longs = NULL;
 }
@@ -269,6 +347,21 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     for (size_t i = 0; i < n; i++)
         if (s[i] >= 0x80) return bpe_chars(t, c, s, n, out);
     return bpe_short(t, c, s, n, out);
+}
+
+void k3_bpe_piece_prefetch(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                           const struct k3_bpe_cache *cache)
+{
+    if (n < 2 || !cache) return;
+    uint64_t w0 = k3_tok_word(s, n, avail);
+    if (n > (size_t)t->max_token_bytes) return;
+    uint64_t h = k3_piece_hash(w0, s, n, avail);
+    if (n <= K3_PIECE_CACHE_BYTES) K3_PREFETCH(&cache->e[(h >> 20) & cache->mask]);
+    else if (n <= K3_LONG_CACHE_BYTES)
+        K3_PREFETCH(&cache->longs[(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1)]);
+    uint32_t bit = (uint32_t)h & 0xFFFFF;
+    K3_PREFETCH(&t->piece_filter[bit >> 6]);
+    K3_PREFETCH(&t->pieces[(uint32_t)(h >> 32) & t->piece_mask]);
 }
 
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,

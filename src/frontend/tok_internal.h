@@ -54,6 +54,9 @@ struct k3_tok {
      * whole in it (K3_TOK_NONE: no token does). */
     uint64_t *char_info;         /* [65536] */
     uint32_t *split_rank;        /* [65536] */
+    /* Blocked Bloom filter of the pairs of adjacent characters (X, Y) inside tokens that are
+     * whole characters (bpe.c: a boundary X|Y that no token spans is never merged across). */
+    uint64_t *bigram_filter;     /* [K3_BIGRAM_WORDS] */
 
     /* Specials by name: all start with '<' or '[' and end at the first '>' or ']'
      * (checked at load), so a candidate is found by one hash probe. */
@@ -61,6 +64,8 @@ struct k3_tok {
     uint32_t spec_mask;
     int max_special_bytes;
 };
+
+#define K3_BIGRAM_WORDS (1u << 16) /* 512 KiB */
 
 /* Hash of a short name (specials). */
 static inline uint64_t k3_tok_hash(const uint8_t *s, size_t n)
@@ -132,6 +137,19 @@ static inline uint32_t k3_tok_piece_rank(const struct k3_tok *t, const uint8_t *
     return k3_tok_piece_rank_h(t, s, n, w0, k3_piece_hash(w0, s, n, n));
 }
 
+static inline uint64_t k3_tok_bigram_hash(uint32_t x, uint32_t y)
+{
+    return k3_tok_mix(((uint64_t)x << 21 | y) * 0x9E3779B97F4A7C15ull);
+}
+
+/* 0: no token has the characters x y adjacent and whole; 1: some token may. */
+static inline int k3_tok_bigram_maybe(const struct k3_tok *t, uint32_t x, uint32_t y)
+{
+    uint64_t h = k3_tok_bigram_hash(x, y);
+    uint64_t bits = 1ull << (h >> 32 & 63) | 1ull << (h >> 40 & 63);
+    return (t->bigram_filter[h & (K3_BIGRAM_WORDS - 1)] & bits) == bits;
+}
+
 static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint32_t b)
 {
     uint64_t key = (uint64_t)a << 20 | b;
@@ -180,6 +198,7 @@ struct k3_long_cache_entry {
 
 struct k3_bpe_cache {
     struct k3_piece_cache_entry *e;
+    struct k3_piece_cache_entry *segs; /* the same, for segments' merges (bpe_chars) */
     uint32_t mask;
     struct k3_long_cache_entry *longs; /* [K3_LONG_CACHE_ENTRIES] */
     uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
@@ -200,6 +219,25 @@ static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3
     return r;
 }
 
+/* Prefetch hints (a GCC/Clang builtin on every target; a no-op elsewhere): BPE of a piece
+ * looks up many independent pairs, each a likely cache miss in the big tables; touching
+ * them all first lets the misses overlap instead of running one after another. */
+#if defined(__GNUC__) || defined(__clang__)
+#define K3_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define K3_PREFETCH(p) ((void)(p))
+#endif
+
+static inline void k3_tok_pair_prefetch(const struct k3_tok *t, const struct k3_bpe_cache *c,
+                                        uint32_t a, uint32_t b)
+{
+    uint64_t key = (uint64_t)a << 20 | b;
+    K3_PREFETCH(&t->pairs[(uint32_t)(k3_tok_mix(key * 0x9E3779B97F4A7C15ull)) & t->pair_mask]);
+    if (c)
+        K3_PREFETCH(&c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 51) &
+                              (K3_PAIR_CACHE_ENTRIES - 1)]);
+}
+
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
 
@@ -207,6 +245,10 @@ size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
  * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
                     struct k3_bpe_cache *cache, int32_t *out);
+/* Prefetches what k3_bpe_piece will look up first for this piece (pieces are found a few
+ * ahead of their BPE, so these cache misses overlap). */
+void k3_bpe_piece_prefetch(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                           const struct k3_bpe_cache *cache);
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */

@@ -310,6 +310,23 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                 if (r < t->split_rank[pair]) t->split_rank[pair] = r;
             }
     }
+    /* The pairs of adjacent whole characters in the tokens that are whole characters (the
+     * tokens that split_rank skipped). */
+    t->bigram_filter = calloc(K3_BIGRAM_WORDS, sizeof(uint64_t));
+    if (!t->bigram_filter) return k3_err_set(err, "out of memory");
+    for (uint32_t r = 0; r < n; r++) {
+        const uint8_t *s = t->bytes + t->off[r];
+        size_t len = t->off[r + 1] - t->off[r];
+        if (len < 2 || (s[0] & 0xC0) == 0x80 || k3_utf8_valid_prefix(s, len) != len) continue;
+        int l;
+        uint32_t prev = k3_utf8_decode(s, &l);
+        for (size_t j = (size_t)l; j < len; j += (size_t)l) {
+            uint32_t cp = k3_utf8_decode(s + j, &l);
+            uint64_t h = k3_tok_bigram_hash(prev, cp);
+            t->bigram_filter[h & (K3_BIGRAM_WORDS - 1)] |= 1ull << (h >> 32 & 63) | 1ull << (h >> 40 & 63);
+            prev = cp;
+        }
+    }
     return 0;
 }
 
@@ -645,6 +662,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->byte_pairs);
     free(t->char_info);
     free(t->split_rank);
+    free(t->bigram_filter);
     free(t->spec_slots);
     free(t);
 }
