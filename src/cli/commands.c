@@ -19,8 +19,8 @@ const struct k3_cmd k3_cmds[] = {
     {"serve", "Serve the OpenAI and Anthropic HTTP APIs (rank 0) with every rank running the "
      "forward pass.", JOB_OPTS " host port api-key", NULL, 1,
      "the HTTP server and the serving loop"},
-    {"generate", "Generate a completion for one prompt and print it.",
-     JOB_OPTS " prompt max-tokens seed", NULL, 1, "the serving loop"},
+    {"generate", "Generate completions for a JSONL file of requests through the serving loop.",
+     JOB_OPTS " input out", k3_cmd_generate, 1, NULL},
     {"logits", "Run one forward pass over a prompt and write the logits.",
      JOB_OPTS " ids out decode-from dump", k3_cmd_logits, 1, NULL},
     {"dump", "Write hidden states of chosen layers to HDF5 for drafter training.",

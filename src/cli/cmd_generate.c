@@ -1,0 +1,448 @@
+/* cmd_generate.c - `k3 generate`: offline batch generation through the
+ * serving loop (engine/scheduler.h on rank 0, engine/step_exec.h everywhere).
+ *
+ *   mpirun -np W k3 generate --model DIR --input requests.jsonl --out results.jsonl
+ *
+ * Each input line: {"id": ..., "prompt_ids": [...]} or {"id": ..., "messages":
+ * [...], "tools": [...]} (rendered with the K3 chat template; needs the
+ * checkpoint's tokenizer), plus max_tokens, temperature, top_p, top_k, min_p,
+ * presence_penalty, frequency_penalty, repetition_penalty, seed, logprobs /
+ * top_logprobs, stop (a string or strings; needs the tokenizer) and
+ * stop_token_ids. Each output line, in input order: {"id", "output_ids",
+ * "text" (with a tokenizer), "finish_reason", "usage"}. Progress on stderr.
+ *
+ * Rank 0 sizes the job from the requests (context = the longest prompt +
+ * max_tokens, capped by scheduler.context_tokens and the model; slots =
+ * min(max_seqs, requests)) and broadcasts it. MLA memory is counted in
+ * blocks: cache.kv_bytes / (block_tokens x latent bytes per token), or, with
+ * kv_bytes 0, enough for every slot's full context (no preemption). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/model_job.h"
+#include "core/log.h"
+#include "engine/scheduler.h"
+#include "engine/step_exec.h"
+#include "frontend/chat_render.h"
+#include "frontend/tokenizer.h"
+#include "model/forward.h"
+#include "mpi/bootstrap.h"
+#include "mpi/mpi_check.h"
+
+struct gen_item {
+    json_t *id;
+    int32_t *prompt;
+    int n_prompt, max_tokens;
+    struct k3_sampling smp;
+    int32_t stop_ids[8];
+    int n_stop_ids;
+    char **stops;               /* stop strings */
+    int n_stops;
+    /* results */
+    int32_t *out;
+    int n_out, cap_out;
+    char *text;
+    size_t n_text, cap_text;
+    struct k3_detok detok;
+    const char *finish;
+    struct k3_sched_usage usage;
+    json_t *logprobs;           /* per token, when asked */
+    int done;
+};
+
+struct gen {
+    struct gen_item *items;
+    int n, n_done;
+    uint64_t *ids;              /* scheduler id per item */
+    const struct k3_tok *tok;
+};
+
+static int item_of(struct gen *g, uint64_t id)
+{
+    for (int i = 0; i < g->n; i++) /* ids are dense from 1 in submit order */
+        if (g->ids[i] == id) return i;
+    K3_FATAL("a callback for unknown request %llu", (unsigned long long)id);
+}
+
+static int on_token(void *ctx, uint64_t id, const struct k3_sampled *t)
+{
+    struct gen *g = ctx;
+    struct gen_item *it = &g->items[item_of(g, id)];
+    if (it->n_out == it->cap_out) {
+        it->cap_out = it->cap_out ? 2 * it->cap_out : 64;
+        it->out = realloc(it->out, sizeof *it->out * (size_t)it->cap_out);
+        K3_CHECK(it->out, "out of memory");
+    }
+    it->out[it->n_out++] = t->token;
+    if (it->logprobs) {
+        json_t *e = json_pack("{s:i,s:f}", "token", (json_int_t)t->token, "logprob", (double)t->logprob);
+        if (t->n_top) {
+            json_t *top = json_array();
+            for (int k = 0; k < t->n_top; k++)
+                json_array_append_new(top, json_pack("{s:i,s:f}", "token", (json_int_t)t->top_ids[k], "logprob",
+                                                     (double)t->top_logprobs[k]));
+            json_object_set_new(e, "top_logprobs", top);
+        }
+        json_array_append_new(it->logprobs, e);
+    }
+    if (!g->tok) return 0;
+    char buf[K3_DETOK_MAX_OUT + 8];
+    int n = k3_detok_push(&it->detok, t->token, buf);
+    if (n < 0) n = 0;
+    if (it->n_text + (size_t)n + 1 > it->cap_text) {
+        it->cap_text = 2 * (it->n_text + (size_t)n + 1);
+        it->text = realloc(it->text, it->cap_text);
+        K3_CHECK(it->text, "out of memory");
+    }
+    memcpy(it->text + it->n_text, buf, (size_t)n);
+    it->n_text += (size_t)n;
+    it->text[it->n_text] = 0;
+    for (int k = 0; k < it->n_stops; k++) {
+        char *at = strstr(it->text, it->stops[k]);
+        if (at) {
+            *at = 0, it->n_text = (size_t)(at - it->text);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k3_sched_usage *u)
+{
+    struct gen *g = ctx;
+    struct gen_item *it = &g->items[item_of(g, id)];
+    it->finish = k3_finish_name(why);
+    it->usage = *u;
+    it->done = 1;
+    g->n_done++;
+}
+
+static int get_ids(const json_t *a, int32_t **out, int *n)
+{
+    if (!json_is_array(a)) return -1;
+    size_t cnt = json_array_size(a);
+    *out = malloc(sizeof **out * (cnt ? cnt : 1));
+    if (!*out) return -1;
+    for (size_t i = 0; i < cnt; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff) return -1;
+        (*out)[i] = (int32_t)json_integer_value(v);
+    }
+    *n = (int)cnt;
+    return 0;
+}
+
+static double num(const json_t *o, const char *k, double def)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* One input line into an item; returns 0 or -1 with msg. */
+static int parse_item(const char *line, const struct k3_tok *tok, int64_t vocab, struct gen_item *it, char *msg,
+                      size_t msg_n)
+{
+    json_error_t je;
+    json_t *o = json_loads(line, 0, &je);
+    if (!json_is_object(o)) {
+        snprintf(msg, msg_n, "not a JSON object (%s)", je.text);
+        json_decref(o);
+        return -1;
+    }
+    int rc = -1;
+    it->id = json_incref(json_object_get(o, "id") ? json_object_get(o, "id") : json_null());
+    const json_t *pid = json_object_get(o, "prompt_ids"), *msgs = json_object_get(o, "messages");
+    if (pid) {
+        if (get_ids(pid, &it->prompt, &it->n_prompt)) {
+            snprintf(msg, msg_n, "prompt_ids must be an array of token ids");
+            goto out;
+        }
+    } else if (msgs) {
+        if (!tok) {
+            snprintf(msg, msg_n, "messages need the checkpoint's tokenizer (none loaded)");
+            goto out;
+        }
+        struct k3_chat_opts co = {.thinking = json_is_false(json_object_get(o, "thinking")) ? 0 : 1,
+                                  .add_generation_prompt = 1};
+        struct k3_chat_prompt p;
+        memset(&p, 0, sizeof p);
+        struct k3_err err;
+        if (k3_chat_render(msgs, json_object_get(o, "tools"), &co, &p, &err)) {
+            snprintf(msg, msg_n, "messages: %.400s", err.msg);
+            goto out;
+        }
+        struct k3_tok_ids ids = {0};
+        k3_chat_prompt_encode(tok, &p, &ids);
+        k3_chat_prompt_free(&p);
+        it->prompt = ids.ids, it->n_prompt = (int)ids.n;
+    } else {
+        snprintf(msg, msg_n, "needs prompt_ids or messages");
+        goto out;
+    }
+    for (int i = 0; i < it->n_prompt; i++)
+        if (it->prompt[i] >= vocab) {
+            snprintf(msg, msg_n, "token id %d is outside the vocabulary (%lld)", it->prompt[i], (long long)vocab);
+            goto out;
+        }
+    if (it->n_prompt < 1) {
+        snprintf(msg, msg_n, "an empty prompt");
+        goto out;
+    }
+    it->max_tokens = (int)num(o, "max_tokens", num(o, "max_completion_tokens", 16));
+    it->smp.temperature = (float)num(o, "temperature", 0);
+    it->smp.top_p = (float)num(o, "top_p", 1);
+    it->smp.top_k = (int32_t)num(o, "top_k", 0);
+    it->smp.min_p = (float)num(o, "min_p", 0);
+    it->smp.presence_penalty = (float)num(o, "presence_penalty", 0);
+    it->smp.frequency_penalty = (float)num(o, "frequency_penalty", 0);
+    it->smp.repetition_penalty = (float)num(o, "repetition_penalty", 1);
+    it->smp.seed = (uint64_t)num(o, "seed", 0);
+    const json_t *lp = json_object_get(o, "logprobs");
+    if (json_is_true(lp) || json_is_integer(lp)) {
+        it->logprobs = json_array();
+        it->smp.n_logprobs = (int32_t)num(o, "top_logprobs", json_is_integer(lp) ? (double)json_integer_value(lp) : 0);
+    }
+    if (it->max_tokens < 1 || it->smp.temperature < 0 || it->smp.top_k < 0 || it->smp.n_logprobs < 0 ||
+        it->smp.n_logprobs > K3_PLAN_TOP_MAX) {
+        snprintf(msg, msg_n, "max_tokens >= 1, temperature >= 0, top_k >= 0, top_logprobs 0..%d", K3_PLAN_TOP_MAX);
+        goto out;
+    }
+    const json_t *st = json_object_get(o, "stop_token_ids");
+    for (size_t i = 0; json_is_array(st) && i < json_array_size(st) && it->n_stop_ids < 8; i++)
+        it->stop_ids[it->n_stop_ids++] = (int32_t)json_integer_value(json_array_get(st, i));
+    const json_t *stop = json_object_get(o, "stop");
+    if (stop) {
+        if (!tok) {
+            snprintf(msg, msg_n, "stop strings need the checkpoint's tokenizer (none loaded)");
+            goto out;
+        }
+        size_t ns = json_is_array(stop) ? json_array_size(stop) : 1;
+        it->stops = calloc(ns, sizeof *it->stops);
+        for (size_t i = 0; i < ns; i++) {
+            const json_t *s = json_is_array(stop) ? json_array_get(stop, i) : stop;
+            if (json_is_string(s) && json_string_length(s)) it->stops[it->n_stops++] = strdup(json_string_value(s));
+        }
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+static void item_free(struct gen_item *it)
+{
+    json_decref(it->id);
+    json_decref(it->logprobs);
+    free(it->prompt);
+    free(it->out);
+    free(it->text);
+    for (int k = 0; k < it->n_stops; k++) free(it->stops[k]);
+    free(it->stops);
+}
+
+static int read_items(const char *path, const struct k3_tok *tok, int64_t vocab, struct gen *g)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "k3 generate: cannot open %s\n", path);
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int cap_items = 0, lineno = 0, rc = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == (size_t)len) continue;
+        if (g->n == cap_items) {
+            cap_items = cap_items ? 2 * cap_items : 64;
+            g->items = realloc(g->items, sizeof *g->items * (size_t)cap_items);
+            K3_CHECK(g->items, "out of memory");
+        }
+        struct gen_item *it = &g->items[g->n];
+        memset(it, 0, sizeof *it);
+        char msg[512];
+        if (parse_item(line, tok, vocab, it, msg, sizeof msg)) {
+            fprintf(stderr, "k3 generate: %s:%d: %s\n", path, lineno, msg);
+            item_free(it);
+            rc = -1;
+            break;
+        }
+        if (tok) k3_detok_init(&it->detok, tok);
+        g->n++;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+static int write_items(const char *path, struct gen *g)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "k3 generate: cannot write %s\n", path);
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        struct gen_item *it = &g->items[i];
+        json_t *ids = json_array();
+        for (int k = 0; k < it->n_out; k++) json_array_append_new(ids, json_integer(it->out[k]));
+        json_t *o = json_pack("{s:O,s:o,s:s,s:{s:i,s:i,s:i}}", "id", it->id, "output_ids", ids, "finish_reason",
+                              it->finish ? it->finish : "error", "usage", "prompt_tokens",
+                              (json_int_t)it->usage.prompt_tokens, "completion_tokens",
+                              (json_int_t)it->usage.completion_tokens, "total_tokens",
+                              (json_int_t)(it->usage.prompt_tokens + it->usage.completion_tokens));
+        if (g->tok) {
+            char tail[16];
+            int n = k3_detok_flush(&it->detok, tail);
+            json_object_set_new(o, "text", json_stringn(it->text ? it->text : "", it->n_text));
+            (void)n;
+        }
+        if (it->logprobs) json_object_set(o, "logprobs", it->logprobs);
+        char *s = json_dumps(o, JSON_COMPACT);
+        fprintf(f, "%s\n", s);
+        free(s);
+        json_decref(o);
+    }
+    return fclose(f) ? -1 : 0;
+}
+
+int k3_cmd_generate(struct k3_cli *cli)
+{
+    const char *cmd = "k3 generate";
+    int root = cli->job->rank == 0;
+    const char *in = k3_arg(&cli->args, "input"), *outp = k3_arg(&cli->args, "out");
+    if ((!k3_arg(&cli->args, "model") && !k3_arg(&cli->args, "config")) || !in || !outp) {
+        if (root) fprintf(stderr, "%s: --model, --input and --out are required (see k3 generate --help)\n", cmd);
+        return K3_EXIT_USAGE;
+    }
+    struct k3_model_job mj;
+    int rc = k3_model_job_init(&mj, cli, cmd);
+    if (rc) {
+        k3_model_job_free(&mj);
+        return rc;
+    }
+    const struct k3_deploy *d = &cli->deploy;
+    struct gen g = {0};
+    struct k3_tok *tok = NULL;
+    struct k3_err err;
+    /* rank 0 reads the requests and sizes the job: {ok, context, slots} */
+    long long job_size[3] = {0, 0, 0};
+    if (root) {
+        const char *dir = k3_arg(&cli->args, "model") ? k3_arg(&cli->args, "model") : d->model.path;
+        if (k3_tok_load(&tok, dir, &err)) tok = NULL; /* prompt_ids and output ids still work */
+        g.tok = tok;
+        if (read_items(in, tok, mj.cfg.vocab_size, &g) == 0 && g.n > 0) {
+            long long ctx = 0, lim = d->scheduler.context_tokens ? d->scheduler.context_tokens
+                                                                  : mj.cfg.max_position_embeddings;
+            for (int i = 0; i < g.n; i++)
+                if (g.items[i].n_prompt + g.items[i].max_tokens > ctx) ctx = g.items[i].n_prompt + g.items[i].max_tokens;
+            if (lim > 0 && ctx > lim) ctx = lim;
+            int slots = d->cache.kda_slots ? d->cache.kda_slots : d->scheduler.max_seqs;
+            if (slots > g.n) slots = g.n;
+            job_size[0] = 1, job_size[1] = ctx, job_size[2] = slots;
+        } else if (g.n == 0) {
+            fprintf(stderr, "%s: no requests in %s\n", cmd, in);
+        }
+    }
+    K3_CHECK_MPI(MPI_Bcast(job_size, 3, MPI_LONG_LONG, 0, cli->job->world_comm));
+    struct k3_forward *fwd = NULL;
+    struct k3_step_exec ex;
+    memset(&ex, 0, sizeof ex);
+    struct k3_sched *sched = NULL;
+    struct k3_step_plan plan;
+    k3_plan_init(&plan);
+    struct k3_sampled *got = NULL;
+    rc = K3_EXIT_FAIL;
+    if (!job_size[0]) goto done;
+    int ctx = (int)job_size[1], slots = (int)job_size[2];
+    int chunk = d->scheduler.prefill_chunk_tokens < ctx ? d->scheduler.prefill_chunk_tokens : ctx;
+    struct k3_forward_opts opts = {.max_tok = chunk < 512 ? chunk : 512, .max_ctx = ctx, .kda_chunk = 64,
+                                   .mla_absorb = -1, .par = k3_model_job_par(&mj), .vocab_local = 1};
+    if (k3_forward_init(&fwd, &mj.cfg, &mj.w, &mj.be, &opts, &err) ||
+        k3_step_exec_init(&ex, &mj.cfg, fwd, &mj.groups, &mj.tp_comm, cli->job->world_comm, slots, ctx, chunk, &err))
+        K3_FATAL("%s: %s", cmd, err.msg);
+    if (root) {
+        int n_mla = 0;
+        for (int l = 0; l < mj.cfg.n_layers; l++) n_mla += k3_model_config_layer_is_mla(&mj.cfg, l);
+        long long tok_bytes = (long long)n_mla * (mj.cfg.kv_lora_rank + mj.cfg.qk_rope_head_dim) * 4;
+        int bt = d->cache.block_tokens, per_seq = (ctx + bt - 1) / bt;
+        long long n_blocks = d->cache.kv_bytes && tok_bytes ? d->cache.kv_bytes / (bt * tok_bytes)
+                                                            : (long long)slots * per_seq;
+        if (n_blocks > (long long)slots * per_seq) n_blocks = (long long)slots * per_seq;
+        struct k3_sched_limits lim = {.n_groups = d->parallel.adp, .max_batch_tokens = d->scheduler.max_batch_tokens,
+                                      .max_seqs = slots, .prefill_chunk = chunk,
+                                      .max_queue = g.n, .context_tokens = ctx, .kda_slots = slots,
+                                      .block_tokens = bt, .n_blocks = (int)n_blocks};
+        if (lim.max_batch_tokens < chunk) lim.max_batch_tokens = chunk;
+        K3_INFO("%s: %d requests; per group %d slots, %lld MLA blocks of %d tokens (%lld tokens), context %d, "
+                "chunk %d, %d tokens per step", cmd, g.n, slots, n_blocks, bt, n_blocks * bt, ctx, chunk,
+                lim.max_batch_tokens);
+        if (k3_sched_init(&sched, &lim, &err)) K3_FATAL("%s: %s", cmd, err.msg);
+        g.ids = calloc((size_t)g.n, sizeof *g.ids);
+        got = malloc(sizeof *got * (size_t)(d->parallel.adp * slots + 1));
+        K3_CHECK(g.ids && got, "out of memory");
+        for (int i = 0; i < g.n; i++) {
+            struct gen_item *it = &g.items[i];
+            struct k3_sched_request q = {.prompt = it->prompt, .n_prompt = it->n_prompt, .max_tokens = it->max_tokens,
+                                         .sampling = it->smp, .n_stop_ids = it->n_stop_ids,
+                                         .cb = {on_token, on_finish, &g}};
+            memcpy(q.stop_ids, it->stop_ids, sizeof q.stop_ids);
+            g.ids[i] = k3_sched_submit(sched, &q, &err);
+            if (!g.ids[i]) {
+                fprintf(stderr, "%s: request %d: %s\n", cmd, i, err.msg);
+                it->finish = "rejected";
+                it->done = 1, g.n_done++;
+            }
+        }
+        int last_pct = -1;
+        while (k3_sched_busy(sched)) {
+            k3_sched_build(sched, &plan);
+            k3_plan_bcast(&plan, cli->job->world_comm, 0);
+            int n = k3_step_exec_run(&ex, &plan, got);
+            k3_sched_complete(sched, &plan, got, n);
+            int pct = 100 * g.n_done / g.n;
+            if (pct != last_pct) {
+                struct k3_sched_stats st;
+                k3_sched_stats(sched, &st);
+                fprintf(stderr, "\r%s: %3d%% %d/%d done, %d running, %d queued, %llu preemptions", cmd, pct,
+                        g.n_done, g.n, st.running, st.queued, (unsigned long long)st.preemptions);
+                last_pct = pct;
+            }
+        }
+        fprintf(stderr, "\n");
+        k3_plan_reset(&plan, ~0ull, d->parallel.adp);
+        plan.flags = K3_STEP_SHUTDOWN;
+        k3_plan_bcast(&plan, cli->job->world_comm, 0);
+        struct k3_sched_stats st;
+        k3_sched_stats(sched, &st);
+        K3_INFO("%s: %llu steps, %llu prefill and %llu decode tokens, %llu preemptions", cmd,
+                (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
+                (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions);
+        rc = write_items(outp, &g) ? K3_EXIT_FAIL : K3_EXIT_OK;
+    } else {
+        struct k3_sampled none[1];
+        for (;;) {
+            k3_plan_bcast(&plan, cli->job->world_comm, 0);
+            if (plan.flags & K3_STEP_SHUTDOWN) break;
+            k3_step_exec_run(&ex, &plan, none);
+        }
+        rc = K3_EXIT_OK;
+    }
+done:
+    K3_CHECK_MPI(MPI_Bcast(&rc, 1, MPI_INT, 0, cli->job->world_comm));
+    k3_sched_free(sched);
+    free(got);
+    free(g.ids);
+    k3_plan_free(&plan);
+    if (ex.slots) k3_step_exec_free(&ex);
+    if (fwd) k3_forward_free(fwd);
+    for (int i = 0; i < g.n; i++) item_free(&g.items[i]);
+    free(g.items);
+    if (tok) k3_tok_free(tok);
+    k3_model_job_free(&mj);
+    return rc;
+}
