@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/scheduler.h"
 #include "k3_test.h"
@@ -270,10 +271,60 @@ static void test_threads(void)
     free(f);
 }
 
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* Rank 0's scheduling time per step (build + complete, no model) with B
+ * sequences decoding; the goal is < 1 ms at 256. Printed, not checked. */
+static void bench_steps(void)
+{
+    static const int batches[] = {1, 16, 64, 256};
+    printf("# %8s %14s\n", "batch", "sched_us/step");
+    for (size_t bi = 0; bi < sizeof batches / sizeof *batches; bi++) {
+        int B = batches[bi];
+        struct k3_err err;
+        memset(results, 0, sizeof results);
+        memset(ids, 0, sizeof ids);
+        struct k3_sched_limits lim = {.n_groups = 1, .max_batch_tokens = 4096, .max_seqs = B, .prefill_chunk = 64,
+                                      .max_queue = B, .context_tokens = 4096, .kda_slots = B, .block_tokens = 64,
+                                      .n_blocks = B * 64};
+        struct k3_sched *s;
+        CHECK(k3_sched_init(&s, &lim, &err) == 0);
+        int32_t prompt[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        for (int i = 0; i < B; i++) {
+            struct k3_sched_request q = {.prompt = prompt, .n_prompt = 8, .max_tokens = 4000};
+            CHECK(k3_sched_submit(s, &q, &err) > 0);
+        }
+        struct k3_step_plan plan;
+        k3_plan_init(&plan);
+        static struct k3_sampled got[256];
+        double t_sched = 0;
+        int steps = 0;
+        for (int step = 0; step < 200; step++) {
+            double t0 = now_us();
+            k3_sched_build(s, &plan);
+            double t1 = now_us();
+            for (int i = 0; i < plan.n_seqs; i++) got[i] = (struct k3_sampled){.seq = i, .token = 9};
+            double t2 = now_us();
+            k3_sched_complete(s, &plan, got, plan.n_seqs);
+            double t3 = now_us();
+            if (step >= 10) t_sched += (t1 - t0) + (t3 - t2), steps++;
+        }
+        printf("  %8d %14.1f\n", B, t_sched / steps);
+        k3_plan_free(&plan);
+        k3_sched_free(s);
+    }
+}
+
 int main(void)
 {
     test_together_alone_starved();
     test_cancel();
     test_threads();
+    bench_steps();
     return k3_test_summary();
 }
