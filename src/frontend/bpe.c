@@ -349,21 +349,6 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     return bpe_short(t, c, s, n, out);
 }
 
-void k3_bpe_piece_prefetch(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                           const struct k3_bpe_cache *cache)
-{
-    if (n < 2 || !cache) return;
-    uint64_t w0 = k3_tok_word(s, n, avail);
-    if (n > (size_t)t->max_token_bytes) return;
-    uint64_t h = k3_piece_hash(w0, s, n, avail);
-    if (n <= K3_PIECE_CACHE_BYTES) K3_PREFETCH(&cache->e[(h >> 20) & cache->mask]);
-    else if (n <= K3_LONG_CACHE_BYTES)
-        K3_PREFETCH(&cache->longs[(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1)]);
-    uint32_t bit = (uint32_t)h & 0xFFFFF;
-    K3_PREFETCH(&t->piece_filter[bit >> 6]);
-    K3_PREFETCH(&t->pieces[(uint32_t)(h >> 32) & t->piece_mask]);
-}
-
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
                     struct k3_bpe_cache *cache, int32_t *out)
 {

@@ -245,10 +245,6 @@ size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
  * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
                     struct k3_bpe_cache *cache, int32_t *out);
-/* Prefetches what k3_bpe_piece will look up first for this piece (pieces are found a few
- * ahead of their BPE, so these cache misses overlap). */
-void k3_bpe_piece_prefetch(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                           const struct k3_bpe_cache *cache);
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */

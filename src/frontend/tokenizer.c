@@ -130,25 +130,12 @@ void k3_tok_ids_free(struct k3_tok_ids *v)
 static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
                             struct k3_bpe_cache *cache, struct k3_tok_ids *out)
 {
-    /* Pieces in batches: find a batch's pieces and prefetch their table entries, then BPE
-     * them, so the cache misses of a batch overlap instead of following each other. */
-    enum { BATCH = 16 };
-    size_t p = 0, ends[BATCH];
+    size_t p = 0;
     while (p < n) {
-        size_t nb = 0, q = p;
-        while (nb < BATCH && q < n) {
-            size_t e = k3_pretok_next(s, q, n);
-            k3_bpe_piece_prefetch(t, s + q, e - q, (size_t)(end - (s + q)), cache);
-            ends[nb++] = e;
-            q = e;
-        }
-        ids_reserve(out, q - p + 4 * nb);
-        for (size_t i = 0; i < nb; i++) {
-            size_t e = ends[i];
-            out->n += k3_bpe_piece(t, s + p, e - p, (size_t)(end - (s + p)), cache,
-                                   out->ids + out->n);
-            p = e;
-        }
+        size_t e = k3_pretok_next(s, p, n);
+        ids_reserve(out, e - p + 4);
+        out->n += k3_bpe_piece(t, s + p, e - p, (size_t)(end - (s + p)), cache, out->ids + out->n);
+        p = e;
     }
 }
 
