@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
+
 struct walk {
     const struct k3_model_config *cfg;
     k3_tensor_spec_fn fn;
@@ -31,7 +33,9 @@ static int emit(struct walk *w, int is_linear, int mxfp4, enum k3_dtype dtype, c
 {
     struct k3_tensor_spec s;
     memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "%s%s", w->prefix, suffix);
+    int len = snprintf(s.name, sizeof s.name, "%s%s", w->prefix, suffix);
+    K3_CHECK(len >= 0 && (size_t)len < sizeof s.name, "tensor name %s%s is longer than %zu bytes", w->prefix,
+             suffix, sizeof s.name - 1);
     s.is_linear = is_linear;
     s.mxfp4 = mxfp4;
     s.dtype = dtype;
