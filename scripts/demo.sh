@@ -38,7 +38,7 @@ PY
 tok=../shared/data/kimi-tokenizer
 if [ -f "$tok/tiktoken.model" ]; then
     mkdir -p "$out/tokenizer"
-    cp "$tok/tiktoken.model" "$out/tokenizer/"
-    cp ../shared/data/kimi-k3/tokenizer_config.json "$out/tokenizer/"
+    # install -m 644: shared/ is read-only, and a second run must overwrite the copies
+    install -m 644 "$tok/tiktoken.model" ../shared/data/kimi-k3/tokenizer_config.json "$out/tokenizer/"
     $k3 tokenize --tokenizer "$out/tokenizer" --text "Kimi K3 runs on GB300 NVL72 racks."
 fi
