@@ -6,6 +6,7 @@
  * time limit. Polling spins briefly, then sleeps 50 us between tests, which
  * keeps an idle rank from burning a core on an oversubscribed test machine.
  * BF16 reductions use a user-defined MPI_Op that sums in fp32. */
+#include "core/clock.h"
 #include "mpi/comm.h"
 
 #include <limits.h>
@@ -26,17 +27,10 @@ struct comm_mpi {
     char host[64];
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void wait_for(struct k3_comm *c, MPI_Request *req, const char *op, const char *what)
 {
     struct comm_mpi *m = c->impl;
-    double start = now_s();
+    double start = k3_now_s();
     for (long spin = 0;; spin++) {
         int done = 0;
         K3_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
@@ -44,7 +38,7 @@ static void wait_for(struct k3_comm *c, MPI_Request *req, const char *op, const 
         if (spin > 2000) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
-            if (now_s() - start > c->timeout_s)
+            if (k3_now_s() - start > c->timeout_s)
                 k3_fatal(__FILE__, __LINE__, op,
                          "rank %d of %d in an MPI communicator, on %s, waited %d s in %s for "
                          "\"%s\" without completing: a peer rank is dead, stuck, or running a "

@@ -7,6 +7,7 @@
  * dead peer shows up as an asynchronous error or as a timeout, and both end
  * in ncclCommAbort and k3_fatal naming this rank, its host and the work.
  * All-to-all-v is a grouped ncclSend/ncclRecv to every peer. */
+#include "core/clock.h"
 #include "mpi/comm.h"
 
 #include <cuda_runtime_api.h>
@@ -37,17 +38,10 @@ struct comm_nccl {
     char host[64];
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void wait_for(struct k3_comm *c, const char *op, const char *what)
 {
     struct comm_nccl *n = c->impl;
-    double start = now_s();
+    double start = k3_now_s();
     for (long spin = 0;; spin++) {
         cudaError_t q = cudaStreamQuery(n->stream);
         if (q == cudaSuccess) return;
@@ -63,7 +57,7 @@ static void wait_for(struct k3_comm *c, const char *op, const char *what)
         if (spin > 2000) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
-            if (now_s() - start > c->timeout_s) {
+            if (k3_now_s() - start > c->timeout_s) {
                 ncclCommAbort(n->comm);
                 k3_fatal(__FILE__, __LINE__, op,
                          "rank %d of %d (NCCL), on %s, waited %d s in %s for \"%s\" without "

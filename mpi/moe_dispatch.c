@@ -4,18 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
-
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return p;
-    size_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(p, n * elem);
-    K3_CHECK(q, "out of memory growing a dispatch buffer to %zu x %zu bytes", n, elem);
-    *cap = n;
-    return q;
-}
 
 void k3_moe_layout_init(struct k3_moe_layout *l, int n_experts, int world, int rank)
 {
@@ -81,9 +71,9 @@ void k3_moe_plan(struct k3_moe_layout *l, struct k3_comm *c, const int32_t *topk
         l->send_first[r] = l->n_send;
         l->n_send += l->send_rows[r];
     }
-    l->send_tok = grow(l->send_tok, &l->send_row_cap, l->n_send, sizeof *l->send_tok);
-    l->send_slots = grow(l->send_slots, &l->send_slot_cap, l->n_send * (size_t)top_k,
-                         sizeof *l->send_slots);
+    l->send_tok = k3_grow(l->send_tok, &l->send_row_cap, l->n_send, sizeof *l->send_tok, 64, "a dispatch buffer");
+    l->send_slots = k3_grow(l->send_slots, &l->send_slot_cap, l->n_send * (size_t)top_k,
+                         sizeof *l->send_slots, 64, "a dispatch buffer");
     /* Fill rank-major, token order inside each destination. */
     size_t *fill = l->bytes_scratch; /* [W] cursors */
     memcpy(fill, l->send_first, sizeof(size_t) * (size_t)W);
@@ -112,8 +102,8 @@ void k3_moe_plan(struct k3_moe_layout *l, struct k3_comm *c, const int32_t *topk
         l->recv_first[r] = l->n_recv;
         l->n_recv += l->recv_rows[r];
     }
-    l->recv_slots = grow(l->recv_slots, &l->recv_slot_cap, l->n_recv * (size_t)top_k,
-                         sizeof *l->recv_slots);
+    l->recv_slots = k3_grow(l->recv_slots, &l->recv_slot_cap, l->n_recv * (size_t)top_k,
+                         sizeof *l->recv_slots, 64, "a dispatch buffer");
     /* The slots travel now: the receiver needs them before the rows arrive. */
     size_t *sb = l->bytes_scratch, *so = sb + W, *rb = so + W, *ro = rb + W;
     size_t slot_row = sizeof(struct k3_moe_slot) * (size_t)top_k;
@@ -130,7 +120,7 @@ void k3_moe_dispatch(struct k3_moe_layout *l, struct k3_comm *c, const void *x,
                      size_t row_bytes, void *recv, const char *what)
 {
     int W = l->world;
-    l->send_buf = grow(l->send_buf, &l->send_cap, l->n_send * row_bytes + 1, 1);
+    l->send_buf = k3_grow(l->send_buf, &l->send_cap, l->n_send * row_bytes + 1, 1, 64, "a dispatch buffer");
     for (size_t i = 0; i < l->n_send; i++)
         memcpy((char *)l->send_buf + i * row_bytes,
                (const char *)x + (size_t)l->send_tok[i] * row_bytes, row_bytes);
@@ -149,7 +139,7 @@ void k3_moe_combine(struct k3_moe_layout *l, struct k3_comm *c, const float *y_r
 {
     int W = l->world;
     size_t row_bytes = sizeof(float) * (size_t)dim;
-    l->send_buf = grow(l->send_buf, &l->send_cap, l->n_send * row_bytes + 1, 1);
+    l->send_buf = k3_grow(l->send_buf, &l->send_cap, l->n_send * row_bytes + 1, 1, 64, "a dispatch buffer");
     size_t *sb = l->bytes_scratch, *so = sb + W, *rb = so + W, *ro = rb + W;
     /* Reverse direction: what we received from r goes back to r. */
     for (int r = 0; r < W; r++) {

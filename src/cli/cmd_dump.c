@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "cli/cli.h"
 #include "core/log.h"
 #include "frontend/request.h"
@@ -264,13 +265,6 @@ static void layer_output_name(const struct k3_model_config *cfg, int L, char *bu
     else snprintf(buf, n, "final_in");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The progress line (rank 0): on a terminal redrawn after every flush, in a
  * log file one line every 5 s. Rates are over this run (a resume starts anew). */
 struct progress {
@@ -280,7 +274,7 @@ struct progress {
 
 static void progress(struct progress *pg, const struct k3_h5_dump *w, int last)
 {
-    double t = now_s();
+    double t = k3_now_s();
     int tty = isatty(2);
     if (!last && !tty && t - pg->t_last < 5.0) return;
     pg->t_last = t;
@@ -506,7 +500,7 @@ int k3_cmd_dump(struct k3_cli *cli)
     struct k3_h5_dump_stats st0;
     k3_h5_dump_stats(w, &st0);
     struct progress pg = {.n_samples = smp.n, .s0 = st0.samples_committed, .tok0 = st0.tokens_written,
-                          .t0 = now_s(), .t_last = now_s()};
+                          .t0 = k3_now_s(), .t_last = k3_now_s()};
     for (int64_t s = n_done; s < smp.n;) {
         int64_t end = s, tok = 0;
         while (end < smp.n && (tok < round_tokens || end == s)) tok += smp.len[end++];

@@ -1,6 +1,7 @@
 /* log.c - see log.h. One static struct holds the process identity and the abort
  * hooks; writes go to stderr with one fprintf per line so that lines from
  * different threads do not interleave mid-line. */
+#include "core/clock.h"
 #include "core/log.h"
 
 #include <stdio.h>
@@ -24,19 +25,12 @@ static struct {
     void *hook_ctx[K3_MAX_ABORT_HOOKS];
 } g_log = {.rank = 0, .world = 1, .device = -1, .level = K3_LOG_INFO};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void ensure_init(void)
 {
     if (g_log.host[0]) return;
     if (gethostname(g_log.host, sizeof g_log.host - 1) != 0) strcpy(g_log.host, "?");
     g_log.host[sizeof g_log.host - 1] = 0;
-    g_log.t0 = now_s();
+    g_log.t0 = k3_now_s();
 }
 
 void k3_log_set_rank(int rank, int world)
@@ -89,7 +83,7 @@ static void vline(const char *tag, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && msg[n - 1] == '\n') msg[--n] = 0;
     fprintf(stderr, "k3 r%d/%d %s %.3fs %s %s\n", g_log.rank, g_log.world, g_log.host,
-            now_s() - g_log.t0, tag, msg);
+            k3_now_s() - g_log.t0, tag, msg);
 }
 
 void k3_logv(enum k3_log_level level, const char *fmt, va_list ap)
@@ -122,7 +116,7 @@ void k3_fatal(const char *file, int line, const char *what, const char *fmt, ...
     fprintf(stderr,
             "k3 r%d/%d %s %.3fs FATAL rank %d on %s (%s, pid %d): %s\n"
             "    failed: %s\n    at %s:%d\n    aborting the whole job\n",
-            g_log.rank, g_log.world, g_log.host, now_s() - g_log.t0, g_log.rank,
+            g_log.rank, g_log.world, g_log.host, k3_now_s() - g_log.t0, g_log.rank,
             g_log.host, dev, (int)getpid(), msg, what, file, line);
     fflush(stderr);
     /* A hook that fails fatally itself must not recurse forever. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "mpi/mpi_check.h"
 
@@ -13,17 +14,6 @@
 #define PLAN_VERSION 2u
 #define HEADER_BYTES (4 + 4 + 8 + 4 + 4 * 4 + 4)
 #define SEQ_BYTES (8 + 4 * 6 + 4 + 4 * 4 + 4 * 3 + 4 + 8 + 4)
-
-static void *grow(void *ptr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap && ptr) return ptr;
-    size_t n = *cap ? *cap : 16;
-    while (n < need) n *= 2;
-    void *q = realloc(ptr, n * elem);
-    K3_CHECK(q, "out of memory growing a step plan to %zu x %zu bytes", n, elem);
-    *cap = n;
-    return q;
-}
 
 void k3_plan_init(struct k3_step_plan *p)
 {
@@ -48,7 +38,7 @@ void k3_plan_reset(struct k3_step_plan *p, uint64_t step, int n_groups)
     p->flags = 0;
     p->n_groups = n_groups;
     p->n_seqs = p->n_tokens = p->n_blocks = 0;
-    p->group_first = grow(p->group_first, &p->grp_cap, (size_t)n_groups + 1, sizeof(int32_t));
+    p->group_first = k3_grow(p->group_first, &p->grp_cap, (size_t)n_groups + 1, sizeof(int32_t), 16, "a step plan");
     memset(p->group_first, 0, sizeof(int32_t) * ((size_t)n_groups + 1));
 }
 
@@ -68,11 +58,11 @@ int k3_plan_add(struct k3_step_plan *p, const struct k3_plan_seq *seq, const int
     if ((long long)p->n_tokens + seq->n_new > INT32_MAX ||
         (long long)p->n_blocks + seq->n_blocks > INT32_MAX)
         return k3_err_set(err, "step plan too large");
-    p->seqs = grow(p->seqs, &p->seq_cap, (size_t)p->n_seqs + 1, sizeof *p->seqs);
-    p->tokens = grow(p->tokens, &p->tok_cap, (size_t)p->n_tokens + (size_t)seq->n_new,
-                     sizeof *p->tokens);
-    p->blocks = grow(p->blocks, &p->blk_cap, (size_t)p->n_blocks + (size_t)seq->n_blocks + 1,
-                     sizeof *p->blocks);
+    p->seqs = k3_grow(p->seqs, &p->seq_cap, (size_t)p->n_seqs + 1, sizeof *p->seqs, 16, "a step plan");
+    p->tokens = k3_grow(p->tokens, &p->tok_cap, (size_t)p->n_tokens + (size_t)seq->n_new,
+                     sizeof *p->tokens, 16, "a step plan");
+    p->blocks = k3_grow(p->blocks, &p->blk_cap, (size_t)p->n_blocks + (size_t)seq->n_blocks + 1,
+                     sizeof *p->blocks, 16, "a step plan");
     struct k3_plan_seq *s = &p->seqs[p->n_seqs];
     *s = *seq;
     s->first_token = p->n_tokens;
@@ -101,7 +91,7 @@ size_t k3_plan_encode(struct k3_step_plan *p)
 {
     size_t n = HEADER_BYTES + (size_t)p->n_seqs * SEQ_BYTES +
                sizeof(int32_t) * ((size_t)p->n_tokens + (size_t)p->n_blocks);
-    p->buf = grow(p->buf, &p->buf_cap, n, 1);
+    p->buf = k3_grow(p->buf, &p->buf_cap, n, 1, 16, "a step plan");
     uint8_t *w = p->buf;
     uint32_t magic = PLAN_MAGIC, version = PLAN_VERSION, sum = 0;
     int32_t ng = p->n_groups, ns = p->n_seqs, nt = p->n_tokens, nb = p->n_blocks;
@@ -157,9 +147,9 @@ int k3_plan_decode(struct k3_step_plan *p, const uint8_t *buf, size_t n, struct 
     if (h != sum) return k3_err_set(err, "step plan: checksum mismatch (corrupt buffer)");
     k3_plan_reset(p, step, ng);
     p->flags = flags;
-    p->seqs = grow(p->seqs, &p->seq_cap, (size_t)ns + 1, sizeof *p->seqs);
-    p->tokens = grow(p->tokens, &p->tok_cap, (size_t)nt + 1, sizeof *p->tokens);
-    p->blocks = grow(p->blocks, &p->blk_cap, (size_t)nb + 1, sizeof *p->blocks);
+    p->seqs = k3_grow(p->seqs, &p->seq_cap, (size_t)ns + 1, sizeof *p->seqs, 16, "a step plan");
+    p->tokens = k3_grow(p->tokens, &p->tok_cap, (size_t)nt + 1, sizeof *p->tokens, 16, "a step plan");
+    p->blocks = k3_grow(p->blocks, &p->blk_cap, (size_t)nb + 1, sizeof *p->blocks, 16, "a step plan");
     long long tok = 0, blk = 0;
     for (int i = 0; i < ns; i++) {
         struct k3_plan_seq *s = &p->seqs[i];
@@ -199,7 +189,7 @@ void k3_plan_bcast(struct k3_step_plan *p, MPI_Comm comm, int root)
     unsigned long long n = rank == root ? k3_plan_encode(p) : 0;
     K3_CHECK_MPI(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm));
     K3_CHECK(n < (1ull << 31), "step plan of %llu bytes is too large to broadcast", n);
-    if (rank != root) p->buf = grow(p->buf, &p->buf_cap, (size_t)n, 1);
+    if (rank != root) p->buf = k3_grow(p->buf, &p->buf_cap, (size_t)n, 1, 16, "a step plan");
     K3_CHECK_MPI(MPI_Bcast(p->buf, (int)n, MPI_BYTE, root, comm));
     if (rank != root) {
         struct k3_err err;

@@ -15,19 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "model/blocks.h"
-
-static void *grow(void *p, size_t *cap, size_t need)
-{
-    if (need <= *cap && p) return p;
-    size_t n = *cap ? *cap : 4096;
-    while (n < need) n *= 2;
-    void *q = realloc(p, n);
-    K3_CHECK(q, "out of memory growing the expert-parallel buffers to %zu bytes", n);
-    *cap = n;
-    return q;
-}
 
 void moe_ep_state_free(struct k3_moe_ep *s)
 {
@@ -78,7 +68,8 @@ static void tp_transpose(struct k3_forward *f, const float *src, float *dst, int
         sb[q] = send, so[q] = total_send, total_send += send;
         rb[q] = recv, ro[q] = total_recv, total_recv += recv;
     }
-    s->xpose = grow(s->xpose, &s->xpose_cap, total_send + total_recv + 1);
+    s->xpose = k3_grow(s->xpose, &s->xpose_cap, total_send + total_recv + 1, 1, 4096,
+                   "the expert-parallel buffers");
     char *sendbuf = (char *)s->xpose, *recvbuf = sendbuf + total_send;
     for (int q = 0; q < P; q++) {
         long long qt0, qt1, qc0, qc1;
@@ -146,7 +137,8 @@ void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float
         if (par->shard.tp == 1) {
             if (nl) fwd_linear(f, &w->latent_down, x, nl, zl);
         } else {
-            s->zpart = grow(s->zpart, &s->zpart_cap, sizeof(float) * (size_t)(n * w->latent_down.rows) + 1);
+            s->zpart = k3_grow(s->zpart, &s->zpart_cap, sizeof(float) * (size_t)(n * w->latent_down.rows) + 1, 1, 4096,
+                   "the expert-parallel buffers");
             if (n && w->latent_down.rows) fwd_linear(f, &w->latent_down, xn, n, s->zpart);
             tp_transpose(f, s->zpart, zl, n, lw, 1, what);
         }
@@ -157,16 +149,21 @@ void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float
     /* Dispatch: [n_recv, lw] rows with their (expert, weight) slots. */
     k3_moe_plan(&s->layout, par->ep_comm, idx, wts, (int)nl, k, what);
     size_t n_recv = s->layout.n_recv;
-    s->recv = grow(s->recv, &s->recv_cap, n_recv * row + 1);
+    s->recv = k3_grow(s->recv, &s->recv_cap, n_recv * row + 1, 1, 4096,
+                   "the expert-parallel buffers");
     k3_moe_dispatch(&s->layout, par->ep_comm, z, row, s->recv, what);
 
     /* Every (row, local expert) pair once: y_pair = w · E(z_row), k = 1 per pair. */
     size_t n_pairs = 0;
     for (size_t i = 0; i < n_recv * (size_t)k; i++) n_pairs += s->layout.recv_slots[i].expert >= 0;
-    s->pair_x = grow(s->pair_x, &s->pair_x_cap, n_pairs * row + 1);
-    s->pair_y = grow(s->pair_y, &s->pair_y_cap, n_pairs * row + 1);
-    s->pair_idx = grow(s->pair_idx, &s->pair_idx_cap, n_pairs * sizeof(int32_t) + 1);
-    s->pair_w = grow(s->pair_w, &s->pair_w_cap, n_pairs * sizeof(float) + 1);
+    s->pair_x = k3_grow(s->pair_x, &s->pair_x_cap, n_pairs * row + 1, 1, 4096,
+                   "the expert-parallel buffers");
+    s->pair_y = k3_grow(s->pair_y, &s->pair_y_cap, n_pairs * row + 1, 1, 4096,
+                   "the expert-parallel buffers");
+    s->pair_idx = k3_grow(s->pair_idx, &s->pair_idx_cap, n_pairs * sizeof(int32_t) + 1, 1, 4096,
+                   "the expert-parallel buffers");
+    s->pair_w = k3_grow(s->pair_w, &s->pair_w_cap, n_pairs * sizeof(float) + 1, 1, 4096,
+                   "the expert-parallel buffers");
     size_t p = 0;
     for (size_t i = 0; i < n_recv; i++) {
         for (int j = 0; j < k; j++) {
@@ -186,7 +183,8 @@ void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float
         ops->moe(f->be, &mp);
     }
     /* Per received row, its pairs in slot order (the origin's top-k order). */
-    s->y_recv = grow(s->y_recv, &s->y_recv_cap, n_recv * row + 1);
+    s->y_recv = k3_grow(s->y_recv, &s->y_recv_cap, n_recv * row + 1, 1, 4096,
+                   "the expert-parallel buffers");
     memset(s->y_recv, 0, n_recv * row);
     p = 0;
     for (size_t i = 0; i < n_recv; i++) {
@@ -199,7 +197,8 @@ void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float
     }
 
     /* Combine: [nl, lw] weighted sums back at the origin. */
-    s->routed = grow(s->routed, &s->routed_cap, (size_t)(nl * lw) * sizeof(float) + 1);
+    s->routed = k3_grow(s->routed, &s->routed_cap, (size_t)(nl * lw) * sizeof(float) + 1, 1, 4096,
+                   "the expert-parallel buffers");
     k3_moe_combine(&s->layout, par->ep_comm, s->y_recv, (int)lw, s->routed, what);
 
     /* [n, d] out: K3's latent up-projection is split by its input columns:
@@ -213,7 +212,8 @@ void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float
             if (nl) fwd_linear(f, &w->latent_up, s->routed, nl, out);
         } else {
             int64_t lc = w->latent_up.cols;
-            s->zpart = grow(s->zpart, &s->zpart_cap, sizeof(float) * (size_t)(n * lc) + 1);
+            s->zpart = k3_grow(s->zpart, &s->zpart_cap, sizeof(float) * (size_t)(n * lc) + 1, 1, 4096,
+                   "the expert-parallel buffers");
             tp_transpose(f, s->routed, s->zpart, n, lw, 0, what);
             if (n && lc) {
                 struct k3_matmul_params up = {.x = s->zpart, .ldx = lc, .w = &w->latent_up, .y = out, .ldy = d, .n = n};

@@ -22,16 +22,10 @@
 
 #include <hdf5.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "io/h5_dump.h"
 #include "synth.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Seconds for dd to write `bytes` into path with the given flags (-1 on failure). */
 static double time_dd(const char *path, long long bytes, const char *flags)
@@ -39,9 +33,9 @@ static double time_dd(const char *path, long long bytes, const char *flags)
     char cmd[1024];
     long long count = (bytes + (8 << 20) - 1) / (8 << 20);
     snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=8M count=%lld %s status=none", path, count, flags);
-    double t0 = now_s();
+    double t0 = k3_now_s();
     int rc = system(cmd);
-    double t = now_s() - t0;
+    double t = k3_now_s() - t0;
     unlink(path);
     return rc == 0 ? t : -1;
 }
@@ -118,22 +112,22 @@ int main(int argc, char **argv)
     struct k3_h5_dump *w;
     struct k3_err err;
     int64_t n_done;
-    double t_open0 = now_s();
+    double t_open0 = k3_now_s();
     if (k3_h5_dump_open(&w, &o, &in, &n_done, &err)) {
         if (!rank) fprintf(stderr, "bench: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    double t_open = now_s() - t_open0;
+    double t_open = k3_now_s() - t_open0;
     /* One source buffer of the longest sample, rows a function of (sample 0, ds, t, j):
      * every sample gets the same values (generation is not what is measured). */
     float *rows = calloc((size_t)(1535 * hidden), sizeof(float));
     double t_put = 0, t_write = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t_all0 = now_s();
+    double t_all0 = k3_now_s();
     for (int64_t base = 0; base < S;) {
         int64_t end = base, tk = 0;
         while (end < S && (tk < round_tok || end == base)) tk += len[end++];
-        double t0 = now_s();
+        double t0 = k3_now_s();
         for (int64_t s = base; s < end; s++) {
             if (s % world != rank) continue;
             for (int d = 0; d < n_ds; d++) {
@@ -146,22 +140,22 @@ int main(int argc, char **argv)
             }
             k3_h5_dump_sample_done(w, s, &err);
         }
-        double t1 = now_s();
+        double t1 = k3_now_s();
         if (k3_h5_dump_flush(w, &err)) {
             if (!rank) fprintf(stderr, "bench: %s\n", err.msg);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         t_put += t1 - t0;
-        t_write += now_s() - t1;
+        t_write += k3_now_s() - t1;
         base = end;
     }
-    double t2 = now_s();
+    double t2 = k3_now_s();
     if (k3_h5_dump_finish(w, &err)) {
         if (!rank) fprintf(stderr, "bench: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    t_write += now_s() - t2;
-    double t_all = now_s() - t_all0;
+    t_write += k3_now_s() - t2;
+    double t_all = k3_now_s() - t_all0;
     struct k3_h5_dump_stats st;
     k3_h5_dump_stats(w, &st);
     int64_t io_local[2] = {st.direct_chunks, st.plain_writes}, io[2];
