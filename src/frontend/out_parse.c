@@ -529,20 +529,20 @@ int k3_outp_feed_ids(struct k3_outp *p, struct k3_detok *dt, const int32_t *ids,
     return 0;
 }
 
-void k3_outp_finish(struct k3_outp *p, enum k3_finish why, struct k3_outp_delta *d)
+void k3_outp_finish(struct k3_outp *p, enum k3_outp_end why, struct k3_outp_delta *d)
 {
     if (p->finished) return;
-    if (why == K3_FINISH_LENGTH) {
+    if (why == K3_OUTP_LENGTH) {
         /* a cut can end inside a marker: a held-back marker prefix is dropped, not shown */
         p->pend.n = 0;
     }
     lex(p, 1, d);
-    if (why == K3_FINISH_STOP) {
+    if (why == K3_OUTP_STOP) {
         p->in_tag = 0;
         call_finish(p, d);  /* a stop ends the message: what is open is closed */
     }
     p->finished = 1;
-    p->res.finish_reason = why == K3_FINISH_LENGTH ? "length"
+    p->res.finish_reason = why == K3_OUTP_LENGTH ? "length"
                            : p->res.n_calls ? "tool_calls" : "stop";
 }
 

@@ -5,7 +5,7 @@
  *   struct k3_outp *p = k3_outp_new(&cfg);
  *   struct k3_outp_delta d = {0};
  *   for each detokenized piece: k3_outp_feed(p, text, len, &d); send d; k3_outp_delta_clear(&d);
- *   k3_outp_finish(p, K3_FINISH_STOP or K3_FINISH_LENGTH, &d); send d;
+ *   k3_outp_finish(p, K3_OUTP_STOP or K3_OUTP_LENGTH, &d); send d;
  *   const struct k3_outp_result *r = k3_outp_result(p);   (the non-streamed answer)
  *   k3_outp_free(p);
  *
@@ -44,9 +44,9 @@
 #include "frontend/fe_buf.h"
 #include "frontend/tokenizer.h"
 
-enum k3_finish {
-    K3_FINISH_STOP = 0,    /* end of message, a stop id or a stop string */
-    K3_FINISH_LENGTH = 1,  /* max_tokens or the context ran out */
+enum k3_outp_end {
+    K3_OUTP_STOP = 0,    /* end of message, a stop id or a stop string */
+    K3_OUTP_LENGTH = 1,  /* max_tokens or the context ran out */
 };
 
 struct k3_outp_cfg {
@@ -106,7 +106,7 @@ int k3_outp_feed_ids(struct k3_outp *p, struct k3_detok *dt, const int32_t *ids,
                      struct k3_outp_delta *d);
 /* Ends the stream; appends the last pieces to d and fixes finish_reason. Feeding after
  * this is ignored. */
-void k3_outp_finish(struct k3_outp *p, enum k3_finish why, struct k3_outp_delta *d);
+void k3_outp_finish(struct k3_outp *p, enum k3_outp_end why, struct k3_outp_delta *d);
 const struct k3_outp_result *k3_outp_result(const struct k3_outp *p);
 
 void k3_outp_delta_clear(struct k3_outp_delta *d);

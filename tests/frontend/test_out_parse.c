@@ -75,7 +75,7 @@ static int acc_matches(const struct acc *a, const struct k3_outp_result *r)
 }
 
 /* chunking: 0 whole, 1 one byte, 2 random sizes (seed), 3 one token per delta */
-static struct k3_outp *run(const struct k3_outp_cfg *cfg, const char *text, enum k3_finish why,
+static struct k3_outp *run(const struct k3_outp_cfg *cfg, const char *text, enum k3_outp_end why,
                            int chunking, unsigned seed, struct acc *a)
 {
     struct k3_outp *p = k3_outp_new(cfg);
@@ -117,7 +117,7 @@ static int skip_ids;  /* the case's text holds marker prefixes that ids spell as
 /* Parses text whole, then under 1-byte, 40 random and per-token chunkings; every streamed
  * run must equal the whole parse and its deltas must add up. Returns the whole parse. */
 static struct k3_outp *parse_checked(const char *name, const char *text, int thinking,
-                                     int drop_calls, enum k3_finish why)
+                                     int drop_calls, enum k3_outp_end why)
 {
     struct k3_outp_cfg cfg = {.thinking = thinking, .drop_calls = drop_calls,
                               .tool_names = declared, .n_tool_names = 3, .id_seed = 42};
@@ -179,7 +179,7 @@ static void test_example(void)
         "Shanghai<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"number\"<|sep|>3"
         "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>"
         "<|end_of_msg|>",
-        1, 0, K3_FINISH_STOP);
+        1, 0, K3_OUTP_STOP);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(str_is(&r->reasoning, "The user wants weather for two cities; call get_weather twice."));
     CHECK(str_is(&r->content, "Checking both cities now."));
@@ -204,7 +204,7 @@ static void test_missing_closers(void)
         "r<|open|>response<|sep|>c<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"
         "<|open|>argument key=\"a\" type=\"string\"<|sep|>x<|open|>argument key=\"b\" "
         "type=\"boolean\"<|sep|>true<|end_of_msg|>",
-        1, 0, K3_FINISH_STOP);
+        1, 0, K3_OUTP_STOP);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(str_is(&r->reasoning, "r") && str_is(&r->content, "c"));
     CHECK(r->n_calls == 1 && r->n_calls && str_is(&r->calls[0].args, "{\"a\": \"x\", \"b\": true}"));
@@ -213,7 +213,7 @@ static void test_missing_closers(void)
     /* the stream stops (stop id not fed) inside an argument: the stop closes it */
     p = parse_checked("stop inside argument",
                       "<|open|>call tool=\"f\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>7",
-                      0, 0, K3_FINISH_STOP);
+                      0, 0, K3_OUTP_STOP);
     r = k3_outp_result(p);
     CHECK(r->n_calls == 1 && str_is(&r->calls[0].args, "{\"n\": 7}") && r->calls[0].complete);
     k3_outp_free(p);
@@ -226,7 +226,7 @@ static void test_calls_in_unclosed_think(void)
         "I should check the time.<|open|>call tool=\"get_time\" index=\"1\"<|sep|><|open|>argument "
         "key=\"tz\" type=\"string\"<|sep|>UTC<|close|>argument<|sep|><|close|>call<|sep|>"
         "<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>",
-        1, 0, K3_FINISH_STOP);
+        1, 0, K3_OUTP_STOP);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(str_is(&r->reasoning, "I should check the time.") && r->content.n == 0);
     CHECK(r->n_calls == 1 && str_is(&r->calls[0].args, "{\"tz\": \"UTC\"}"));
@@ -241,7 +241,7 @@ static void test_truncation(void)
         "t<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>"
         "<|open|>call tool=\"f\" index=\"1\"<|sep|><|open|>argument key=\"a\" type=\"string\"<|sep|>"
         "x<|close|>argument<|sep|><|open|>argument key=\"b\" type=\"string\"<|sep|>partial va",
-        1, 0, K3_FINISH_LENGTH);
+        1, 0, K3_OUTP_LENGTH);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(!strcmp(r->finish_reason, "length"));  /* not tool_calls */
     /* string values stream as they arrive, so the cut value is there, unterminated */
@@ -250,12 +250,12 @@ static void test_truncation(void)
     k3_outp_free(p);
     /* cut inside a marker: the marker prefix does not leak into content */
     skip_ids = 1;  /* as ids, "<|clo" is ordinary tokens: text, not a cut marker */
-    p = parse_checked("length mid-marker", "answer<|clo", 0, 0, K3_FINISH_LENGTH);
+    p = parse_checked("length mid-marker", "answer<|clo", 0, 0, K3_OUTP_LENGTH);
     skip_ids = 0;
     r = k3_outp_result(p);
     CHECK(str_is(&r->content, "answer") && !strcmp(r->finish_reason, "length"));
     k3_outp_free(p);
-    p = parse_checked("length in reasoning", "thinking about it", 1, 0, K3_FINISH_LENGTH);
+    p = parse_checked("length in reasoning", "thinking about it", 1, 0, K3_OUTP_LENGTH);
     r = k3_outp_result(p);
     CHECK(str_is(&r->reasoning, "thinking about it") && r->content.n == 0);
     k3_outp_free(p);
@@ -272,7 +272,7 @@ static void test_bad_values_and_names(void)
         "<|open|>argument key=\"z\" type=\"null\"<|sep|> null <|close|>argument<|sep|>"
         "<|open|>argument key=\"q&quot;&amp;\" type=\"string\"<|sep|>line1\n\"line2\"<|close|>argument<|sep|>"
         "<|close|>call<|sep|><|close|>tools<|sep|>",
-        1, 0, K3_FINISH_STOP);
+        1, 0, K3_OUTP_STOP);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(r->n_calls == 1 && r->n_bad_values == 2);
     CHECK(r->n_calls && str_is(&r->calls[0].args, "{\"n\": \"abc\", \"o\": {\"k\": [1, 2.5]}, "
@@ -286,13 +286,13 @@ static void test_bad_values_and_names(void)
         "<|open|>call tool=\"rm_rf\" index=\"1\"<|sep|><|open|>argument key=\"p\" type=\"string\"<|sep|>"
         "/<|close|>argument<|sep|><|close|>call<|sep|><|open|>call index=\"2\"<|sep|><|close|>call<|sep|>"
         "<|open|>call tool=\"get_time\" index=\"3\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
-        1, 0, K3_FINISH_STOP);
+        1, 0, K3_OUTP_STOP);
     r = k3_outp_result(p);
     CHECK(r->n_calls == 1 && r->n_dropped_calls == 2 && str_is(&r->content, "ok"));
     CHECK(r->n_calls && !strcmp(r->calls[0].name, "get_time") && str_is(&r->calls[0].args, "{}"));
     k3_outp_free(p);
     p = parse_checked("only unknown tools",
-                      "<|open|>call tool=\"nope\"<|sep|><|close|>call<|sep|>", 0, 0, K3_FINISH_STOP);
+                      "<|open|>call tool=\"nope\"<|sep|><|close|>call<|sep|>", 0, 0, K3_OUTP_STOP);
     CHECK(k3_outp_result(p)->n_calls == 0 && !strcmp(k3_outp_result(p)->finish_reason, "stop"));
     k3_outp_free(p);
 }
@@ -305,18 +305,18 @@ static void test_drop_and_plain(void)
         "hmm<|close|>think<|sep|><|open|>response<|sep|>Sure.<|close|>response<|sep|><|open|>tools"
         "<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument key=\"a\" type=\"string\"<|sep|>x"
         "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|end_of_msg|>",
-        1, 1, K3_FINISH_STOP);
+        1, 1, K3_OUTP_STOP);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(r->n_calls == 0 && str_is(&r->content, "Sure.") && !strcmp(r->finish_reason, "stop"));
     k3_outp_free(p);
     /* thinking off, and text that merely looks like markers */
     p = parse_checked("plain text", "a < b <| c <|op x |> <|sep<|close|>response<|sep|>"
-                      "<|close|>message<|sep|><|end_of_msg|>trailing", 0, 0, K3_FINISH_STOP);
+                      "<|close|>message<|sep|><|end_of_msg|>trailing", 0, 0, K3_OUTP_STOP);
     r = k3_outp_result(p);
     CHECK(str_is(&r->content, "a < b <| c <|op x |> <|sep") && r->reasoning.n == 0);
     k3_outp_free(p);
     /* a stop right after "<|" keeps the text: it was not a marker */
-    p = parse_checked("stop after <|", "x <|", 0, 0, K3_FINISH_STOP);
+    p = parse_checked("stop after <|", "x <|", 0, 0, K3_OUTP_STOP);
     CHECK(str_is(&k3_outp_result(p)->content, "x <|"));
     k3_outp_free(p);
     /* raw json block, and stray whitespace inside tags */
@@ -324,7 +324,7 @@ static void test_drop_and_plain(void)
                       "<|open|>tools<|sep|><|open|> call tool=\"f\" index=\"1\" <|sep|><|open|>json "
                       "type=\"object\"<|sep|>{\"a\":[1,2],\"b\":\"\xc3\xa9\"}<|close|>json<|sep|>"
                       "<|close|>call<|sep|><|open|>call tool=\"f\"<|sep|><|open|>json<|sep|>{oops"
-                      "<|close|>json<|sep|><|close|>call<|sep|>", 0, 0, K3_FINISH_STOP);
+                      "<|close|>json<|sep|><|close|>call<|sep|>", 0, 0, K3_OUTP_STOP);
     r = k3_outp_result(p);
     CHECK(r->n_calls == 2);
     if (r->n_calls == 2) {
@@ -334,17 +334,17 @@ static void test_drop_and_plain(void)
     k3_outp_free(p);
     /* whitespace between channels is not content; text without a response opener is */
     p = parse_checked("ws between channels", "r<|close|>think<|sep|>\n \n<|open|>response<|sep|>c"
-                      "<|close|>response<|sep|>", 1, 0, K3_FINISH_STOP);
+                      "<|close|>response<|sep|>", 1, 0, K3_OUTP_STOP);
     CHECK(str_is(&k3_outp_result(p)->content, "c"));
     k3_outp_free(p);
     p = parse_checked("missing response opener", "r<|close|>think<|sep|>\n hello<|close|>response"
-                      "<|sep|>", 1, 0, K3_FINISH_STOP);
+                      "<|sep|>", 1, 0, K3_OUTP_STOP);
     CHECK(str_is(&k3_outp_result(p)->content, "\n hello"));
     k3_outp_free(p);
     /* reasoning with UTF-8 split across tokens, and reasoning-only output */
     p = parse_checked("utf8", "思考一下。<|close|>think<|sep|><|open|>response<|sep|>答案：42"
                       "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", 1, 0,
-                      K3_FINISH_STOP);
+                      K3_OUTP_STOP);
     r = k3_outp_result(p);
     CHECK(str_is(&r->reasoning, "思考一下。") && str_is(&r->content, "答案：42"));
     k3_outp_free(p);
@@ -371,7 +371,7 @@ static void test_string_args_stream(void)
     CHECK(str_is(&a.args[0], "{\"n\": 42, \"code\": \"print(\\\"hi\\\")\\nx = 1"));
     const char *part3 = "<|close|>argument<|sep|><|close|>call<|sep|>";
     k3_outp_feed(p, part3, strlen(part3), &d);
-    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    k3_outp_finish(p, K3_OUTP_STOP, &d);
     acc_add(&a, &d);
     CHECK(str_is(&a.args[0], "{\"n\": 42, \"code\": \"print(\\\"hi\\\")\\nx = 1\"}"));
     CHECK(acc_matches(&a, k3_outp_result(p)));
@@ -403,7 +403,7 @@ static void test_literal_markers_in_ids(void)
         acc_add(&acc, &d);
         k3_outp_delta_clear(&d);
     }
-    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    k3_outp_finish(p, K3_OUTP_STOP, &d);
     acc_add(&acc, &d);
     const struct k3_outp_result *r = k3_outp_result(p);
     CHECK(r->n_calls == 1 && r->n_calls &&

@@ -311,7 +311,7 @@ static void test_outp_cfg(void)
     const char *out = "x<|open|>call tool=\"d\"<|sep|><|close|>call<|sep|><|open|>call tool=\"g\"<|sep|>"
                       "<|close|>call<|sep|><|end_of_msg|>";
     k3_outp_feed(p, out, strlen(out), &d);
-    k3_outp_finish(p, K3_FINISH_STOP, &d);
+    k3_outp_finish(p, K3_OUTP_STOP, &d);
     CHECK(k3_outp_result(p)->n_calls == 1 && k3_outp_result(p)->n_dropped_calls == 1);
     k3_outp_delta_free(&d);
     k3_outp_free(p);

@@ -58,7 +58,7 @@ static struct k3_outp *run(const struct k3_outp_cfg *cfg, const char *s, size_t 
         add(a, &d);
         i += step;
     }
-    k3_outp_finish(p, why ? K3_FINISH_LENGTH : K3_FINISH_STOP, &d);
+    k3_outp_finish(p, why ? K3_OUTP_LENGTH : K3_OUTP_STOP, &d);
     add(a, &d);
     k3_outp_delta_free(&d);
     return p;
@@ -129,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char tail[16];
     int m = k3_detok_flush(&dt, tail);
     k3_outp_feed(byid, tail, (size_t)m, &d);
-    k3_outp_finish(byid, why ? K3_FINISH_LENGTH : K3_FINISH_STOP, &d);
+    k3_outp_finish(byid, why ? K3_OUTP_LENGTH : K3_OUTP_STOP, &d);
     add(&c, &d);
     check(k3_outp_result(byid), &c);
     acc_free(&c);
