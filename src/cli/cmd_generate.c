@@ -11,24 +11,20 @@
  * stop_token_ids. Each output line, in input order: {"id", "output_ids",
  * "text" (with a tokenizer), "finish_reason", "usage"}. Progress on stderr.
  *
- * Rank 0 sizes the job from the requests (context = the longest prompt +
- * max_tokens, capped by scheduler.context_tokens and the model; slots =
- * min(max_seqs, requests)) and broadcasts it. MLA memory is counted in
- * blocks: cache.kv_bytes / (block_tokens x latent bytes per token), or, with
- * kv_bytes 0, enough for every slot's full context (no preemption). */
+ * The serving loop is cli/engine_job.h (shared with serve and dump
+ * --generate); this file sizes it from the requests (context = the longest
+ * prompt + max_tokens, sequences = at most the request count) and turns
+ * requests and callbacks into JSONL. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/model_job.h"
+#include "cli/engine_job.h"
 #include "core/log.h"
-#include "engine/scheduler.h"
-#include "engine/step_exec.h"
 #include "frontend/chat_render.h"
 #include "frontend/tokenizer.h"
-#include "model/forward.h"
 #include "mpi/bootstrap.h"
 #include "mpi/mpi_check.h"
 
@@ -310,6 +306,57 @@ static int write_items(const char *path, struct gen *g)
     return fclose(f) ? -1 : 0;
 }
 
+struct progress {
+    struct gen *g;
+    struct k3_sched *sched;
+    int last_pct;
+};
+
+static void on_step(void *ctx, const struct k3_step_plan *plan, double step_s)
+{
+    (void)plan, (void)step_s;
+    struct progress *p = ctx;
+    int pct = 100 * p->g->n_done / p->g->n;
+    if (pct == p->last_pct) return;
+    struct k3_sched_stats st;
+    k3_sched_stats(p->sched, &st);
+    fprintf(stderr, "\rk3 generate: %3d%% %d/%d done, %d running, %d queued, %llu preemptions", pct, p->g->n_done,
+            p->g->n, st.running, st.queued, (unsigned long long)st.preemptions);
+    p->last_pct = pct;
+}
+
+/* Rank 0: submits every item, runs the loop until idle, writes the results. */
+static int generate_root(struct k3_engine_job *e, struct gen *g, const char *outp)
+{
+    const char *cmd = "k3 generate";
+    struct k3_sched *sched = k3_engine_job_sched(e);
+    struct k3_err err;
+    g->ids = calloc((size_t)g->n, sizeof *g->ids);
+    K3_CHECK(g->ids, "out of memory");
+    for (int i = 0; i < g->n; i++) {
+        struct gen_item *it = &g->items[i];
+        struct k3_sched_request q = {.prompt = it->prompt, .n_prompt = it->n_prompt, .max_tokens = it->max_tokens,
+                                     .sampling = it->smp, .n_stop_ids = it->n_stop_ids,
+                                     .cb = {on_token, on_finish, g}};
+        memcpy(q.stop_ids, it->stop_ids, sizeof q.stop_ids);
+        g->ids[i] = k3_sched_submit(sched, &q, &err);
+        if (!g->ids[i]) {
+            fprintf(stderr, "%s: request %d: %s\n", cmd, i, err.msg);
+            it->finish = "rejected";
+            it->done = 1, g->n_done++;
+        }
+    }
+    struct progress pr = {g, sched, -1};
+    k3_engine_job_run(e, K3_ENGINE_UNTIL_IDLE, on_step, &pr);
+    fprintf(stderr, "\n");
+    struct k3_sched_stats st;
+    k3_sched_stats(sched, &st);
+    K3_INFO("%s: %d requests, %llu steps, %llu prefill and %llu decode tokens, %llu preemptions", cmd, g->n,
+            (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
+            (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions);
+    return write_items(outp, g) ? K3_EXIT_FAIL : K3_EXIT_OK;
+}
+
 int k3_cmd_generate(struct k3_cli *cli)
 {
     const char *cmd = "k3 generate";
@@ -329,117 +376,40 @@ int k3_cmd_generate(struct k3_cli *cli)
     struct gen g = {0};
     struct k3_tok *tok = NULL;
     struct k3_err err;
-    /* rank 0 reads the requests and sizes the job: {ok, context, slots} */
-    long long job_size[3] = {0, 0, 0};
+    /* rank 0 reads the requests; the job is sized from them */
+    struct k3_engine_size size = {0};
+    int ok = 0;
     if (root) {
         const char *dir = k3_arg(&cli->args, "model") ? k3_arg(&cli->args, "model") : d->model.path;
         if (k3_tok_load(&tok, dir, &err)) tok = NULL; /* prompt_ids and output ids still work */
         g.tok = tok;
         if (read_items(in, tok, mj.cfg.vocab_size, &g) == 0 && g.n > 0) {
-            long long ctx = 0, lim = d->scheduler.context_tokens ? d->scheduler.context_tokens
-                                                                  : mj.cfg.max_position_embeddings;
             for (int i = 0; i < g.n; i++)
-                if (g.items[i].n_prompt + g.items[i].max_tokens > ctx) ctx = g.items[i].n_prompt + g.items[i].max_tokens;
-            if (lim > 0 && ctx > lim) ctx = lim;
-            int slots = d->cache.kda_slots ? d->cache.kda_slots : d->scheduler.max_seqs;
-            if (slots > g.n) slots = g.n;
-            job_size[0] = 1, job_size[1] = ctx, job_size[2] = slots;
+                if (g.items[i].n_prompt + g.items[i].max_tokens > size.context_tokens)
+                    size.context_tokens = g.items[i].n_prompt + g.items[i].max_tokens;
+            size.max_seqs = size.max_queue = g.n;
+            ok = 1;
         } else if (g.n == 0) {
             fprintf(stderr, "%s: no requests in %s\n", cmd, in);
         }
     }
-    K3_CHECK_MPI(MPI_Bcast(job_size, 3, MPI_LONG_LONG, 0, cli->job->world_comm));
-    struct k3_forward *fwd = NULL;
-    struct k3_step_exec ex;
-    memset(&ex, 0, sizeof ex);
-    struct k3_sched *sched = NULL;
-    struct k3_step_plan plan;
-    k3_plan_init(&plan);
-    struct k3_sampled *got = NULL;
+    K3_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, cli->job->world_comm));
     rc = K3_EXIT_FAIL;
-    if (!job_size[0]) goto done;
-    int ctx = (int)job_size[1], slots = (int)job_size[2];
-    int chunk = d->scheduler.prefill_chunk_tokens < ctx ? d->scheduler.prefill_chunk_tokens : ctx;
-    struct k3_forward_opts opts = {.max_tok = chunk < 512 ? chunk : 512, .max_ctx = ctx, .kda_chunk = 64,
-                                   .mla_absorb = -1, .par = k3_model_job_par(&mj), .vocab_local = 1};
-    if (k3_forward_init(&fwd, &mj.cfg, &mj.w, &mj.be, &opts, &err) ||
-        k3_step_exec_init(&ex, &mj.cfg, fwd, &mj.groups, &mj.tp_comm, cli->job->world_comm, slots, ctx, chunk, &err))
-        K3_FATAL("%s: %s", cmd, err.msg);
-    if (root) {
-        int n_mla = 0;
-        for (int l = 0; l < mj.cfg.n_layers; l++) n_mla += k3_model_config_layer_is_mla(&mj.cfg, l);
-        long long tok_bytes = (long long)n_mla * (mj.cfg.kv_lora_rank + mj.cfg.qk_rope_head_dim) * 4;
-        int bt = d->cache.block_tokens, per_seq = (ctx + bt - 1) / bt;
-        long long n_blocks = d->cache.kv_bytes && tok_bytes ? d->cache.kv_bytes / (bt * tok_bytes)
-                                                            : (long long)slots * per_seq;
-        if (n_blocks > (long long)slots * per_seq) n_blocks = (long long)slots * per_seq;
-        struct k3_sched_limits lim = {.n_groups = d->parallel.adp, .max_batch_tokens = d->scheduler.max_batch_tokens,
-                                      .max_seqs = slots, .prefill_chunk = chunk,
-                                      .max_queue = g.n, .context_tokens = ctx, .kda_slots = slots,
-                                      .block_tokens = bt, .n_blocks = (int)n_blocks};
-        if (lim.max_batch_tokens < chunk) lim.max_batch_tokens = chunk;
-        K3_INFO("%s: %d requests; per group %d slots, %lld MLA blocks of %d tokens (%lld tokens), context %d, "
-                "chunk %d, %d tokens per step", cmd, g.n, slots, n_blocks, bt, n_blocks * bt, ctx, chunk,
-                lim.max_batch_tokens);
-        if (k3_sched_init(&sched, &lim, &err)) K3_FATAL("%s: %s", cmd, err.msg);
-        g.ids = calloc((size_t)g.n, sizeof *g.ids);
-        got = malloc(sizeof *got * (size_t)(d->parallel.adp * slots + 1));
-        K3_CHECK(g.ids && got, "out of memory");
-        for (int i = 0; i < g.n; i++) {
-            struct gen_item *it = &g.items[i];
-            struct k3_sched_request q = {.prompt = it->prompt, .n_prompt = it->n_prompt, .max_tokens = it->max_tokens,
-                                         .sampling = it->smp, .n_stop_ids = it->n_stop_ids,
-                                         .cb = {on_token, on_finish, &g}};
-            memcpy(q.stop_ids, it->stop_ids, sizeof q.stop_ids);
-            g.ids[i] = k3_sched_submit(sched, &q, &err);
-            if (!g.ids[i]) {
-                fprintf(stderr, "%s: request %d: %s\n", cmd, i, err.msg);
-                it->finish = "rejected";
-                it->done = 1, g.n_done++;
-            }
+    struct k3_engine_job *e = NULL;
+    if (ok && k3_engine_job_init(&e, &mj, d, &size, &err)) {
+        if (root) fprintf(stderr, "%s: %s\n", cmd, err.msg);
+    } else if (ok) {
+        if (root) {
+            rc = generate_root(e, &g, outp);
+            k3_engine_job_shutdown(e);
+        } else {
+            k3_engine_job_worker(e);
+            rc = K3_EXIT_OK;
         }
-        int last_pct = -1;
-        while (k3_sched_busy(sched)) {
-            k3_sched_build(sched, &plan);
-            k3_plan_bcast(&plan, cli->job->world_comm, 0);
-            int n = k3_step_exec_run(&ex, &plan, got);
-            k3_sched_complete(sched, &plan, got, n);
-            int pct = 100 * g.n_done / g.n;
-            if (pct != last_pct) {
-                struct k3_sched_stats st;
-                k3_sched_stats(sched, &st);
-                fprintf(stderr, "\r%s: %3d%% %d/%d done, %d running, %d queued, %llu preemptions", cmd, pct,
-                        g.n_done, g.n, st.running, st.queued, (unsigned long long)st.preemptions);
-                last_pct = pct;
-            }
-        }
-        fprintf(stderr, "\n");
-        k3_plan_reset(&plan, ~0ull, d->parallel.adp);
-        plan.flags = K3_STEP_SHUTDOWN;
-        k3_plan_bcast(&plan, cli->job->world_comm, 0);
-        struct k3_sched_stats st;
-        k3_sched_stats(sched, &st);
-        K3_INFO("%s: %llu steps, %llu prefill and %llu decode tokens, %llu preemptions", cmd,
-                (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
-                (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions);
-        rc = write_items(outp, &g) ? K3_EXIT_FAIL : K3_EXIT_OK;
-    } else {
-        struct k3_sampled none[1];
-        for (;;) {
-            k3_plan_bcast(&plan, cli->job->world_comm, 0);
-            if (plan.flags & K3_STEP_SHUTDOWN) break;
-            k3_step_exec_run(&ex, &plan, none);
-        }
-        rc = K3_EXIT_OK;
     }
-done:
     K3_CHECK_MPI(MPI_Bcast(&rc, 1, MPI_INT, 0, cli->job->world_comm));
-    k3_sched_free(sched);
-    free(got);
+    k3_engine_job_free(e);
     free(g.ids);
-    k3_plan_free(&plan);
-    if (ex.slots) k3_step_exec_free(&ex);
-    if (fwd) k3_forward_free(fwd);
     for (int i = 0; i < g.n; i++) item_free(&g.items[i]);
     free(g.items);
     if (tok) k3_tok_free(tok);

@@ -1,8 +1,10 @@
 /* scheduler.c - see scheduler.h. */
 #include "engine/scheduler.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 
@@ -47,6 +49,7 @@ struct k3_sched {
     struct k3_req **planned;    /* [n_groups * max_seqs] plan index -> request */
     /* shared with other threads, under mu */
     pthread_mutex_t mu;
+    pthread_cond_t wake;        /* signalled by submit and cancel (k3_sched_wait) */
     struct k3_req *inbox_head, *inbox_tail;
     uint64_t *cancels;
     int n_cancels, cancel_cap, n_waiting;
@@ -83,6 +86,12 @@ int k3_sched_init(struct k3_sched **out, const struct k3_sched_limits *lim, stru
     s->lim = *l;
     s->next_id = 1;
     pthread_mutex_init(&s->mu, NULL);
+    /* monotonic, so that a wall-clock jump neither ends nor prolongs a wait */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
     s->g = calloc((size_t)l->n_groups, sizeof *s->g);
     s->planned = calloc((size_t)l->n_groups * (size_t)l->max_seqs, sizeof *s->planned);
     int ok = s->g && s->planned;
@@ -129,6 +138,7 @@ void k3_sched_free(struct k3_sched *s)
     free(s->planned);
     free(s->cancels);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
     free(s);
 }
 
@@ -180,6 +190,7 @@ uint64_t k3_sched_submit(struct k3_sched *s, const struct k3_sched_request *q, s
     s->inbox_tail = r;
     s->stats.submitted++;
     s->stats.queued++;
+    pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     return id;
 }
@@ -193,6 +204,7 @@ void k3_sched_cancel(struct k3_sched *s, uint64_t id)
         if (c) s->cancels = c, s->cancel_cap = cap;
     }
     if (s->n_cancels < s->cancel_cap) s->cancels[s->n_cancels++] = id;
+    pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -203,10 +215,30 @@ void k3_sched_stats(struct k3_sched *s, struct k3_sched_stats *out)
     pthread_mutex_unlock(&s->mu);
 }
 
+static int busy_locked(const struct k3_sched *s)
+{
+    return s->stats.queued + s->stats.running > 0 || s->n_cancels > 0;
+}
+
 int k3_sched_busy(struct k3_sched *s)
 {
     pthread_mutex_lock(&s->mu);
-    int busy = s->stats.queued + s->stats.running > 0 || s->n_cancels > 0;
+    int busy = busy_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return busy;
+}
+
+int k3_sched_wait(struct k3_sched *s, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = until.tv_nsec + (long long)(timeout_s * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    while (!busy_locked(s) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->wake, &s->mu, &until);
+    int busy = busy_locked(s);
     pthread_mutex_unlock(&s->mu);
     return busy;
 }

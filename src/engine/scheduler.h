@@ -103,5 +103,9 @@ void k3_sched_build(struct k3_sched *s, struct k3_step_plan *plan);
 void k3_sched_complete(struct k3_sched *s, const struct k3_step_plan *plan, const struct k3_sampled *got, int n);
 /* Whether any request is queued or running (or waits in the inbox). */
 int k3_sched_busy(struct k3_sched *s);
+/* Step thread, when idle: sleeps until a submit or cancel arrives or
+ * timeout_s passes (a condition variable, no spinning); returns
+ * k3_sched_busy. */
+int k3_sched_wait(struct k3_sched *s, double timeout_s);
 
 #endif

@@ -5,7 +5,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/clock.h"
 #include "core/grow.h"
 #include "core/log.h"
 #include "mpi/mpi_check.h"
@@ -188,6 +190,40 @@ void k3_plan_bcast(struct k3_step_plan *p, MPI_Comm comm, int root)
     K3_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     unsigned long long n = rank == root ? k3_plan_encode(p) : 0;
     K3_CHECK_MPI(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm));
+    K3_CHECK(n < (1ull << 31), "step plan of %llu bytes is too large to broadcast", n);
+    if (rank != root) p->buf = k3_grow(p->buf, &p->buf_cap, (size_t)n, 1, 16, "a step plan");
+    K3_CHECK_MPI(MPI_Bcast(p->buf, (int)n, MPI_BYTE, root, comm));
+    if (rank != root) {
+        struct k3_err err;
+        if (k3_plan_decode(p, p->buf, (size_t)n, &err))
+            K3_FATAL("received a step plan that does not decode: %s", err.msg);
+    }
+}
+
+void k3_plan_bcast_idle(struct k3_step_plan *p, MPI_Comm comm, int root)
+{
+    int rank;
+    K3_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    unsigned long long n = rank == root ? k3_plan_encode(p) : 0;
+    MPI_Request rq;
+    K3_CHECK_MPI(MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm, &rq));
+    if (rank == root) {
+        K3_CHECK_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    } else {
+        /* Poll for ~200 us (a busy step loop sends the next plan within that),
+         * then sleep with a back-off up to 5 ms, so an idle server's workers
+         * cost nothing and a new request waits at most one sleep. */
+        double t0 = k3_now_s();
+        long sleep_ns = 50000;
+        for (int done = 0;;) {
+            K3_CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+            if (done) break;
+            if (k3_now_s() - t0 < 200e-6) continue;
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 5000000) sleep_ns *= 2;
+        }
+    }
     K3_CHECK(n < (1ull << 31), "step plan of %llu bytes is too large to broadcast", n);
     if (rank != root) p->buf = k3_grow(p->buf, &p->buf_cap, (size_t)n, 1, 16, "a step plan");
     K3_CHECK_MPI(MPI_Bcast(p->buf, (int)n, MPI_BYTE, root, comm));

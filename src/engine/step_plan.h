@@ -92,6 +92,13 @@ int k3_plan_decode(struct k3_step_plan *p, const uint8_t *buf, size_t n, struct 
 /* Collective over comm: root's plan reaches every rank. A plan that does not
  * decode is fatal (a bug or corrupted memory, not bad user input). */
 void k3_plan_bcast(struct k3_step_plan *p, MPI_Comm comm, int root);
+/* The same for a step loop that can sit idle for hours: the non-root ranks
+ * wait for the plan with MPI_Ibcast + MPI_Test and a sleeping back-off
+ * (no core burnt, no collective watchdog involved; a dead root still ends
+ * the job through mpirun). Every rank of comm must use this one, never mixed
+ * with k3_plan_bcast for the same plan (a nonblocking broadcast does not
+ * match a blocking one). */
+void k3_plan_bcast_idle(struct k3_step_plan *p, MPI_Comm comm, int root);
 
 #define K3_PLAN_TOP_MAX 20      /* most top logprobs per sampled token */
 

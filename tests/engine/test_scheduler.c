@@ -271,6 +271,51 @@ static void test_threads(void)
     free(f);
 }
 
+static double now_us(void);
+
+struct late_submit {
+    struct k3_sched *s;
+    int cancel;                 /* cancel an unknown id instead of submitting */
+};
+
+static void *late_submit_thread(void *arg)
+{
+    struct late_submit *t = arg;
+    struct timespec d = {0, 50 * 1000 * 1000};
+    nanosleep(&d, NULL);
+    struct k3_err err;
+    struct k3_sched_request q = request(0);
+    if (t->cancel) k3_sched_cancel(t->s, 999);
+    else CHECK(k3_sched_submit(t->s, &q, &err) > 0);
+    return NULL;
+}
+
+/* k3_sched_wait: an idle wait ends at its timeout, and a submit or cancel
+ * from another thread ends it at once (not at the timeout). */
+static void test_wait(void)
+{
+    struct k3_err err;
+    struct k3_sched_limits lim = {.n_groups = 1, .max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk = 32,
+                                  .max_queue = 64, .context_tokens = 256, .kda_slots = 8, .block_tokens = 16,
+                                  .n_blocks = 128};
+    for (int cancel = 0; cancel < 2; cancel++) {
+        struct late_submit t = {.cancel = cancel};
+        CHECK(k3_sched_init(&t.s, &lim, &err) == 0);
+        double t0 = now_us();
+        CHECK(k3_sched_wait(t.s, 0.05) == 0);
+        double idle_us = now_us() - t0;
+        CHECK(idle_us >= 45e3 && idle_us < 2e6);
+        pthread_t th;
+        pthread_create(&th, NULL, late_submit_thread, &t);
+        t0 = now_us();
+        CHECK(k3_sched_wait(t.s, 10.0) == 1);
+        double woke_us = now_us() - t0;
+        CHECK(woke_us >= 40e3 && woke_us < 5e6);
+        pthread_join(th, NULL);
+        k3_sched_free(t.s);
+    }
+}
+
 static double now_us(void)
 {
     struct timespec t;
@@ -325,6 +370,7 @@ int main(void)
     test_together_alone_starved();
     test_cancel();
     test_threads();
+    test_wait();
     bench_steps();
     return k3_test_summary();
 }
