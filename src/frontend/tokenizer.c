@@ -24,6 +24,7 @@
  * concatenated in order. */
 #include "frontend/tok_internal.h"
 #include "frontend/unicode.h"
+#include "frontend/unicode_simd.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -63,17 +64,31 @@ size_t k3_utf8_valid_prefix(const uint8_t *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (!(w & 0x8080808080808080ull)) {
-                i += 8;
+        if (i + 16 <= n) {
+            uint64_t w0, w1;
+            memcpy(&w0, s + i, 8);
+            memcpy(&w1, s + i + 8, 8);
+            if (!((w0 | w1) & 0x8080808080808080ull)) {
+                i += 16;
                 continue;
             }
         }
-        if (s[i] < 0x80) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
             i++;
             continue;
+        }
+        /* the common sequences without k3_utf8_check's special cases: 2 bytes, and 3 bytes
+         * led by E1..EC or EE..EF (any two continuation bytes are valid there) */
+        if (i + 2 < n && (s[i + 1] & 0xC0) == 0x80) {
+            if (c >= 0xC2 && c <= 0xDF) {
+                i += 2;
+                continue;
+            }
+            if (c >= 0xE1 && c <= 0xEF && c != 0xED && (s[i + 2] & 0xC0) == 0x80) {
+                i += 3;
+                continue;
+            }
         }
         int k = k3_utf8_check(s + i, n - i);
         if (k <= 0) return i;
@@ -201,41 +216,11 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
     return (k3_uc_flags(k3_utf8_decode(s + i, len)) & K3_UC_PYSPACE) != 0;
 }
 
-/* Per byte of w: 0x80 where the byte is an ASCII isspace() (0x09-0x0D, 0x1C-0x20), for bytes
- * < 0x80 (callers check that first). */
-static inline uint64_t swar_ascii_space(uint64_t w)
-{
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t a = (w + ones * (0x80 - 0x09)) & ~(w + ones * (0x7F - 0x0D));
-    uint64_t b = (w + ones * (0x80 - 0x1C)) & ~(w + ones * (0x7F - 0x20));
-    return (a | b) & high;
-}
-
-/* Per byte of w: 0x80 where the byte equals v (carry-free). */
-static inline uint64_t swar_eq(uint64_t w, uint8_t v)
-{
-    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full, high = 0x8080808080808080ull;
-    uint64_t x = w ^ (0x0101010101010101ull * v);
-    return ~(((x & low7) + low7) | x) & high;
-}
-
-/* Per byte: 0x80 where a code point that can be isspace() may start: U+0085, U+00A0 (C2 85,
- * C2 A0), U+1680 (E1 9A), U+2000..U+205F (E2 80, E2 81), U+3000 (E3 80); a candidate lead
- * byte in the last position counts (its next byte is in the next block). */
-static inline uint64_t swar_space_lead(uint64_t w)
-{
-    uint64_t nx = w >> 8; /* byte i of nx is byte i + 1 of w */
-    uint64_t c2 = swar_eq(w, 0xC2), e1 = swar_eq(w, 0xE1), e2 = swar_eq(w, 0xE2),
-             e3 = swar_eq(w, 0xE3);
-    uint64_t hit = (c2 & (swar_eq(nx, 0x85) | swar_eq(nx, 0xA0))) | (e1 & swar_eq(nx, 0x9A)) |
-                   (e2 & (swar_eq(nx, 0x80) | swar_eq(nx, 0x81))) | (e3 & swar_eq(nx, 0x80));
-    return hit | ((c2 | e1 | e2 | e3) & 0x8000000000000000ull);
-}
-
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
- * isspace / non-isspace code points is longer than 25,000. Blocks of 8 bytes go at once when
- * they cannot contain a cut: pure ASCII (the run at the block's end is its trailing
- * same-class bytes), or free of any byte that can start a space. */
+ * isspace / non-isspace code points is longer than 25,000. Blocks of 16 bytes go at once
+ * (unicode_simd.h) when no cut can fall inside them: the block's characters are those of its
+ * bytes that are not continuation bytes (a character begun in the block before was counted
+ * there), and the run at its end is its trailing characters of the last one's class. */
 static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3_tok_mode mode,
                      struct seg_sink *k)
 {
@@ -244,43 +229,25 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
         size_t sub_start = i, n_chars = 0, run = 0;
         int run_space = -1;
         while (i < n && n_chars < K3_TOK_MAX_SLICE_CHARS) {
-#if K3_TOK_LE
-            if (i + 8 <= n && n_chars + 8 <= K3_TOK_MAX_SLICE_CHARS && run + 8 <= K3_TOK_MAX_RUN_CHARS) {
-                uint64_t w;
-                memcpy(&w, s + i, 8);
-                const uint64_t high = 0x8080808080808080ull;
-                if (!(w & high)) { /* ASCII: 8 chars */
-                    uint64_t sp = swar_ascii_space(w);
-                    int last = (int)(sp >> 63);
-                    if (sp == 0 || sp == high) {
-                        run = last == run_space ? run + 8 : 8;
-                    } else {
-                        /* trailing bytes of the last byte's class */
-                        uint64_t same = last ? sp : ~sp & high;
-                        uint64_t diff = ~same & high;
-                        run = (size_t)(__builtin_clzll(diff) >> 3);
-                    }
-                    run_space = last;
-                    i += 8;
-                    n_chars += 8;
-                    continue;
-                }
-                if (run_space != 1 && !swar_ascii_space(w & ~(((w & high) >> 7) * 0xFF)) &&
-                    !swar_space_lead(w)) {
-                    /* no space can start in these 8 bytes: all non-space, one char per
-                     * non-continuation byte (a char begun before was already classified) */
-                    uint64_t cont = w & ~(w << 1) & high; /* 10xxxxxx */
-                    size_t chars = 8 - (size_t)__builtin_popcountll(cont);
-                    if (chars && run_space == -1) run_space = 0;
-                    run += chars;
-                    n_chars += chars;
-                    i += 8;
-                    /* finish a code point cut by the block's end, so i stays on a boundary */
-                    while (i < n && (s[i] & 0xC0) == 0x80) i++;
-                    continue;
-                }
+            if (i + 18 <= n && n_chars + 16 <= K3_TOK_MAX_SLICE_CHARS && run + 16 <= K3_TOK_MAX_RUN_CHARS) {
+                struct k3_blk b = k3_blk16(s + i);
+                uint32_t starts = ~b.cont & 0xFFFF, sp = b.space & starts;
+                size_t chars = (size_t)k3_popcount32(starts); /* >= 4: a character has <= 4 bytes */
+                int last = (int)(sp >> (31 - __builtin_clz(starts)) & 1);
+                uint32_t other = last ? starts & ~sp : sp; /* characters of the other class */
+                if (!other) run = last == run_space ? run + chars : chars;
+                else run = (size_t)k3_popcount32(starts >> (32 - __builtin_clz(other)));
+                run_space = last;
+                n_chars += chars;
+                i += 16;
+                continue;
             }
-#endif
+            /* one character at a time (near a cut or the end); i may be inside a character
+             * whose lead byte a block counted */
+            if ((s[i] & 0xC0) == 0x80) {
+                i++;
+                continue;
+            }
             int len;
             int sp = py_isspace(s, i, &len);
             if (sp != run_space) {
@@ -294,6 +261,8 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
             i += (size_t)len;
             n_chars++;
         }
+        /* the slice ends after its last character's bytes */
+        while (i < n && (s[i] & 0xC0) == 0x80) i++;
         substring(t, s, sub_start, i, mode, k);
     }
 }

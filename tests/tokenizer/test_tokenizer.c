@@ -9,6 +9,7 @@
 
 #include "frontend/tok_internal.h"
 #include "frontend/unicode.h"
+#include "frontend/unicode_simd.h"
 #include "k3_test.h"
 #include "kernels/cpu/pool.h"
 
@@ -141,6 +142,71 @@ static uint32_t rnd(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (uint32_t)rng_state;
+}
+
+/* unicode_simd.h: the SIMD block classifier equals the byte loop, on random bytes and on
+ * blocks dense in the space characters' lead bytes; and the byte loop's list of non-ASCII
+ * spaces is exactly the Unicode table's PYSPACE code points. */
+static void test_simd_blocks(void)
+{
+    static const uint8_t hot[] = {0x09, 0x0D, 0x1C, 0x20, 0x21, 0x80, 0x81, 0x85, 0x8A, 0x8B, 0x9A,
+                                  0x9F, 0xA0, 0xA8, 0xA9, 0xAF, 0xBF, 0xC0, 0xC2, 0xE1, 0xE2, 0xE3};
+    uint8_t buf[18];
+    int bad = 0;
+    for (int k = 0; k < 200000; k++) {
+        for (int i = 0; i < 18; i++)
+            buf[i] = k & 1 ? (uint8_t)rnd() : hot[rnd() % sizeof hot];
+        struct k3_blk a = k3_blk16(buf), b = k3_blk16_scalar(buf);
+        bad += a.hi != b.hi || a.cont != b.cont || a.space != b.space;
+    }
+    CHECK_MSG(bad == 0, "%d blocks classified differently by %s and the byte loop", bad, K3_BLK_SIMD);
+    int wrong = 0;
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        if (cp >= 0xD800 && cp < 0xE000) continue;
+        uint8_t u[4] = {0};
+        if (cp < 0x80) u[0] = (uint8_t)cp;
+        else if (cp < 0x800) u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 63));
+        else if (cp < 0x10000)
+            u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+            u[2] = (uint8_t)(0x80 | (cp & 63));
+        else
+            u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
+            u[2] = (uint8_t)(0x80 | (cp >> 6 & 63));
+        wrong += k3_blk_space_at(u[0], u[1], u[2]) != !!(k3_uc_flags(cp) & K3_UC_PYSPACE);
+    }
+    CHECK_MSG(wrong == 0, "%d code points with the wrong isspace() in unicode_simd.h", wrong);
+}
+
+/* The wrapper's cuts on multi-byte runs, which the 16-byte blocks count by lead bytes:
+ * 30,000 Han characters (non-space), U+3000 (space) and emoji (non-space) after 0-2
+ * characters of the other class (shifting the runs against the blocks) are cut after
+ * their 25,000th character: the ids are those of the two parts encoded apart. */
+static void test_cuts_multibyte(void)
+{
+    const char *units[] = {"\xE4\xB8\xAD", "\xE3\x80\x80", "\xF0\x9F\x98\x80"};
+    const char other[] = {'\n', 'x', '\n'};
+    for (int u = 0; u < 3; u++) {
+        size_t w = strlen(units[u]);
+        for (size_t lead = 0; lead < 3; lead++) {
+            char *s = repeat(units[u], 30000);
+            size_t n = lead + 30000 * w, cut = lead + 25000 * w;
+            char *t = malloc(n + 1);
+            memset(t, other[u], lead);
+            memcpy(t + lead, s, 30000 * w + 1);
+            struct k3_tok_ids all, a, b;
+            encode_str(t, n, NULL, &all);
+            encode_str(t, cut, NULL, &a);
+            encode_str(t + cut, n - cut, NULL, &b);
+            CHECK_MSG(all.n == a.n + b.n && !memcmp(all.ids, a.ids, a.n * 4) &&
+                          !memcmp(all.ids + a.n, b.ids, b.n * 4),
+                      "unit %d lead %zu", u, lead);
+            k3_tok_ids_free(&all);
+            k3_tok_ids_free(&a);
+            k3_tok_ids_free(&b);
+            free(s);
+            free(t);
+        }
+    }
 }
 
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
@@ -353,6 +419,8 @@ int main(void)
     test_pinned();
     test_modes();
     test_cuts();
+    test_simd_blocks();
+    test_cuts_multibyte();
     test_bpe_paths();
     test_threads();
     test_decode();
