@@ -1,5 +1,5 @@
 # K3Deps.cmake - finds what k3 links against and prints a summary at the end.
-# MPI, libconfig and jansson are required; HDF5 prefers the parallel
+# MPI, libconfig, jansson and libmicrohttpd are required; HDF5 prefers the parallel
 # (hdf5-openmpi) flavour; CUDA and NCCL only with -DK3_CUDA=ON.
 
 set(K3_DEP_LINES "")
@@ -28,6 +28,13 @@ if(NOT K3_PORTABLE_ONLY)
     message(FATAL_ERROR "jansson not found: install libjansson-dev (Debian) or set PKG_CONFIG_PATH")
   endif()
   k3_dep(JANSSON_FOUND "jansson" "${JANSSON_VERSION}")
+
+  # The HTTP server of `k3 serve` (src/server).
+  pkg_check_modules(MHD IMPORTED_TARGET libmicrohttpd)
+  if(NOT MHD_FOUND)
+    message(FATAL_ERROR "libmicrohttpd not found: install libmicrohttpd-dev (Debian) or set PKG_CONFIG_PATH")
+  endif()
+  k3_dep(MHD_FOUND "libmicrohttpd" "${MHD_VERSION}")
 
   set(K3_HDF5_PARALLEL OFF)
   pkg_check_modules(HDF5 IMPORTED_TARGET hdf5-openmpi)
