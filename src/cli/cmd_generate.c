@@ -9,7 +9,11 @@
  * presence_penalty, frequency_penalty, repetition_penalty, seed, logprobs /
  * top_logprobs, stop (a string or strings; needs the tokenizer) and
  * stop_token_ids. Each output line, in input order: {"id", "output_ids",
- * "text" (with a tokenizer), "finish_reason", "usage"}. Progress on stderr.
+ * "text" (with a tokenizer), "finish_reason", "usage"}, and for messages
+ * requests the parsed "reasoning_content", "content" and "tool_calls"
+ * (frontend/out_parse.h: thinking as the rendered prompt ends, only the
+ * request's declared tools; finish_reason "tool_calls" when there are calls).
+ * Progress on stderr.
  *
  * The serving loop is cli/engine_job.h (shared with serve and dump
  * --generate); this file sizes it from the requests (context = the longest
@@ -24,6 +28,7 @@
 #include "cli/engine_job.h"
 #include "core/log.h"
 #include "frontend/chat_render.h"
+#include "frontend/out_parse.h"
 #include "frontend/tokenizer.h"
 #include "mpi/bootstrap.h"
 #include "mpi/mpi_check.h"
@@ -47,6 +52,12 @@ struct gen_item {
     struct k3_sched_usage usage;
     json_t *logprobs;           /* per token, when asked */
     int done;
+    /* chat (messages) requests: reasoning, content and tool calls */
+    struct k3_outp *outp;
+    struct k3_detok outp_detok; /* the parser's own: it tells markers by their special ids */
+    struct k3_outp_delta delta; /* unused pieces, cleared per token */
+    char **tool_names;          /* the request's declared tools */
+    int n_tool_names;
 };
 
 struct gen {
@@ -85,6 +96,10 @@ static int on_token(void *ctx, uint64_t id, const struct k3_sampled *t)
         json_array_append_new(it->logprobs, e);
     }
     if (!g->tok) return 0;
+    if (it->outp) {
+        k3_outp_feed_ids(it->outp, &it->outp_detok, &t->token, 1, &it->delta);
+        k3_outp_delta_clear(&it->delta);
+    }
     char buf[K3_DETOK_MAX_OUT + 8];
     int n = k3_detok_push(&it->detok, t->token, buf);
     if (n < 0) n = 0;
@@ -112,6 +127,15 @@ static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k
     struct gen_item *it = &g->items[item_of(g, id)];
     it->finish = k3_finish_name(why);
     it->usage = *u;
+    if (it->outp) {
+        char tail[16];
+        int n = k3_detok_flush(&it->outp_detok, tail);
+        if (n > 0) k3_outp_feed(it->outp, tail, (size_t)n, &it->delta);
+        k3_outp_finish(it->outp, why == K3_FINISH_LENGTH ? K3_OUTP_LENGTH : K3_OUTP_STOP, &it->delta);
+        k3_outp_delta_clear(&it->delta);
+        const char *fr = k3_outp_result(it->outp)->finish_reason;
+        if (fr && !strcmp(fr, "tool_calls")) it->finish = "tool_calls";
+    }
     it->done = 1;
     g->n_done++;
 }
@@ -138,8 +162,25 @@ static double num(const json_t *o, const char *k, double def)
 }
 
 /* One input line into an item; returns 0 or -1 with msg. */
-static int parse_item(const char *line, const struct k3_tok *tok, int64_t vocab, struct gen_item *it, char *msg,
-                      size_t msg_n)
+/* The declared tool names of a chat request (an empty list, never NULL, so
+ * that the parser drops calls to undeclared tools). */
+static int tool_names_of(const json_t *tools, struct gen_item *it)
+{
+    size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
+    it->tool_names = calloc(n + 1, sizeof *it->tool_names);
+    if (!it->tool_names) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = json_array_get(tools, i), *fn = json_object_get(t, "function");
+        const json_t *name = json_object_get(fn ? fn : t, "name");
+        if (!json_is_string(name)) continue;
+        if (!(it->tool_names[it->n_tool_names] = strdup(json_string_value(name)))) return -1;
+        it->n_tool_names++;
+    }
+    return 0;
+}
+
+static int parse_item(const char *line, int line_no, const struct k3_tok *tok, int64_t vocab, struct gen_item *it,
+                      char *msg, size_t msg_n)
 {
     json_error_t je;
     json_t *o = json_loads(line, 0, &je);
@@ -172,6 +213,17 @@ static int parse_item(const char *line, const struct k3_tok *tok, int64_t vocab,
         }
         struct k3_tok_ids ids = {0};
         k3_chat_prompt_encode(tok, &p, &ids);
+        if (tool_names_of(json_object_get(o, "tools"), it)) {
+            k3_chat_prompt_free(&p);
+            free(ids.ids);
+            snprintf(msg, msg_n, "out of memory for tool names");
+            goto out;
+        }
+        /* a fixed seed: the tool call ids of a rerun are the same */
+        struct k3_outp_cfg oc = {.thinking = p.ends_in_think, .tool_names = (const char *const *)it->tool_names,
+                                 .n_tool_names = (size_t)it->n_tool_names, .id_seed = 0x6b3 + (uint64_t)line_no};
+        it->outp = k3_outp_new(&oc);
+        k3_detok_init(&it->outp_detok, tok);
         k3_chat_prompt_free(&p);
         it->prompt = ids.ids, it->n_prompt = (int)ids.n;
     } else {
@@ -237,6 +289,26 @@ static void item_free(struct gen_item *it)
     free(it->text);
     for (int k = 0; k < it->n_stops; k++) free(it->stops[k]);
     free(it->stops);
+    for (int k = 0; k < it->n_tool_names; k++) free(it->tool_names[k]);
+    free(it->tool_names);
+    if (it->outp) k3_outp_free(it->outp);
+    k3_outp_delta_free(&it->delta);
+}
+
+/* reasoning_content, content and tool_calls of a chat request into o. */
+static void put_parsed(json_t *o, const struct k3_outp_result *r)
+{
+    json_object_set_new(o, "reasoning_content", r->reasoning.n ? json_stringn(r->reasoning.p, r->reasoning.n)
+                                                                 : json_null());
+    json_object_set_new(o, "content", json_stringn(r->content.p ? r->content.p : "", r->content.n));
+    json_t *calls = json_array();
+    for (size_t i = 0; i < r->n_calls; i++) {
+        const struct k3_outp_call *c = &r->calls[i];
+        json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:s,s:s#}}", "id", c->id, "type", "function", "function",
+                                               "name", c->name ? c->name : "", "arguments",
+                                               c->args.p ? c->args.p : "", (int)c->args.n));
+    }
+    json_object_set_new(o, "tool_calls", calls);
 }
 
 static int read_items(const char *path, const struct k3_tok *tok, int64_t vocab, struct gen *g)
@@ -261,7 +333,7 @@ static int read_items(const char *path, const struct k3_tok *tok, int64_t vocab,
         struct gen_item *it = &g->items[g->n];
         memset(it, 0, sizeof *it);
         char msg[512];
-        if (parse_item(line, tok, vocab, it, msg, sizeof msg)) {
+        if (parse_item(line, lineno, tok, vocab, it, msg, sizeof msg)) {
             fprintf(stderr, "k3 generate: %s:%d: %s\n", path, lineno, msg);
             item_free(it);
             rc = -1;
@@ -297,6 +369,7 @@ static int write_items(const char *path, struct gen *g)
             json_object_set_new(o, "text", json_stringn(it->text ? it->text : "", it->n_text));
             (void)n;
         }
+        if (it->outp) put_parsed(o, k3_outp_result(it->outp));
         if (it->logprobs) json_object_set(o, "logprobs", it->logprobs);
         char *s = json_dumps(o, JSON_COMPACT);
         fprintf(f, "%s\n", s);

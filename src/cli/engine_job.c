@@ -118,9 +118,10 @@ int k3_engine_job_init(struct k3_engine_job **out, struct k3_model_job *mj, cons
     const struct k3_engine_sizes *z = &e->sz;
     struct k3_forward_opts opts = {.max_tok = min_ll(z->chunk, 512), .max_ctx = z->context, .kda_chunk = 64,
                                    .mla_absorb = -1, .par = k3_model_job_par(mj), .vocab_local = 1};
+    struct k3_step_exec_size xs = {.n_slots = (int)z->slots, .max_ctx = z->context, .max_new = z->chunk,
+                                   .n_blocks = z->n_blocks, .block_tokens = z->block_tokens};
     int ok = k3_forward_init(&e->fwd, &mj->cfg, &mj->w, &mj->be, &opts, err) == 0 &&
-             k3_step_exec_init(&e->ex, &mj->cfg, e->fwd, &mj->groups, &mj->tp_comm, e->world, (int)z->slots,
-                               z->context, z->chunk, err) == 0;
+             k3_step_exec_init(&e->ex, &mj->cfg, e->fwd, &mj->groups, &mj->tp_comm, e->world, &xs, err) == 0;
     if (ok && e->rank == 0) {
         struct k3_sched_limits lim = {.n_groups = mj->groups.adp, .max_batch_tokens = (int)z->batch_tokens,
                                       .max_seqs = (int)z->slots, .prefill_chunk = (int)z->chunk,

@@ -8,9 +8,10 @@
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
                       struct k3_forward *fwd, const struct k3_groups *groups, struct k3_comm *tp_comm,
-                      MPI_Comm world,
-                      int n_slots, int64_t max_ctx, int64_t max_new, struct k3_err *err)
+                      MPI_Comm world, const struct k3_step_exec_size *size, struct k3_err *err)
 {
+    int n_slots = size->n_slots;
+    int64_t max_ctx = size->max_ctx, max_new = size->max_new;
     memset(ex, 0, sizeof *ex);
     ex->cfg = cfg;
     ex->fwd = fwd;
@@ -22,7 +23,13 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
     ex->slots = calloc((size_t)n_slots, sizeof *ex->slots);
     ex->logits = malloc(sizeof(float) * (size_t)(max_new * cfg->vocab_size));
     ex->hist = malloc(sizeof *ex->hist * (size_t)(n_slots * max_ctx));
-    if (!ex->slots || !ex->logits || !ex->hist) {
+    /* a group samples at most one token per slot in a step */
+    ex->mine = malloc(sizeof *ex->mine * (size_t)(n_slots + 1));
+    ex->mine_cap = n_slots;
+    int world_size;
+    MPI_Comm_size(world, &world_size);
+    ex->gather_counts = malloc(sizeof *ex->gather_counts * 2 * (size_t)world_size);
+    if (!ex->slots || !ex->logits || !ex->hist || !ex->mine || !ex->gather_counts) {
         k3_step_exec_free(ex);
         return k3_err_set(err, "out of memory for %d cache slots", n_slots);
     }
@@ -33,8 +40,13 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
         k3_step_exec_free(ex);
         return -1;
     }
+    if (size->n_blocks > 0 && k3_mla_pool_init(&ex->pool, cfg, size->n_blocks, size->block_tokens, err)) {
+        k3_step_exec_free(ex);
+        return -1;
+    }
     for (int i = 0; i < n_slots; i++, ex->n_slots++)
-        if (k3_seq_cache_init(&ex->slots[i], cfg, max_ctx, err)) {
+        if (ex->pool.n_blocks ? k3_seq_cache_init_paged(&ex->slots[i], cfg, &ex->pool, err)
+                              : k3_seq_cache_init(&ex->slots[i], cfg, max_ctx, err)) {
             k3_step_exec_free(ex);
             return -1;
         }
@@ -48,6 +60,8 @@ void k3_step_exec_free(struct k3_step_exec *ex)
     free(ex->logits);
     free(ex->mine);
     free(ex->hist);
+    free(ex->gather_counts);
+    if (ex->pool.layer) k3_mla_pool_free(&ex->pool);
     k3_sampler_free(&ex->sampler);
     memset(ex, 0, sizeof *ex);
 }
@@ -61,13 +75,9 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         int c = plan->group_first[i + 1] - plan->group_first[i];
         if (c > most) most = c;
     }
-    if (ex->mine_cap < plan->n_seqs) {
-        free(ex->mine);
-        ex->mine = malloc(sizeof *ex->mine * (size_t)(plan->n_seqs + 1));
-        K3_CHECK(ex->mine, "out of memory");
-        ex->mine_cap = plan->n_seqs;
-    }
     int first = plan->group_first[g->group], count = plan->group_first[g->group + 1] - first, n_mine = 0;
+    K3_CHECK(count <= ex->mine_cap, "step %llu: %d sequences in a group of %d slots",
+             (unsigned long long)plan->step, count, ex->mine_cap);
     int64_t nv = ex->sampler.nv;
     for (int j = 0; j < most; j++) {
         if (j >= count) {
@@ -84,6 +94,19 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
                  "step %llu: sequence %llu runs to position %d (context %lld)", (unsigned long long)plan->step,
                  (unsigned long long)s->seq_id, s->pos0 + s->n_new, (long long)ex->max_ctx);
         struct k3_seq_cache *c = &ex->slots[s->kda_slot];
+        if (ex->pool.n_blocks) {
+            const int32_t *bt = plan->blocks + s->first_block;
+            K3_CHECK((int64_t)s->n_blocks * ex->pool.block_tokens >= s->pos0 + s->n_new,
+                     "step %llu: sequence %llu runs to position %d with %d blocks of %lld tokens",
+                     (unsigned long long)plan->step, (unsigned long long)s->seq_id, s->pos0 + s->n_new,
+                     s->n_blocks, (long long)ex->pool.block_tokens);
+            for (int b = 0; b < s->n_blocks; b++)
+                K3_CHECK(bt[b] >= 0 && bt[b] < ex->pool.n_blocks, "step %llu: sequence %llu names block %d of %lld",
+                         (unsigned long long)plan->step, (unsigned long long)s->seq_id, bt[b],
+                         (long long)ex->pool.n_blocks);
+            c->blocks = bt;
+            c->n_blocks = s->n_blocks;
+        }
         if (s->flags & K3_SEQ_RESET) k3_seq_cache_reset(c, ex->cfg);
         K3_CHECK(c->n_past == s->pos0, "step %llu: sequence %llu starts at %d but its slot holds %lld tokens",
                  (unsigned long long)plan->step, (unsigned long long)s->seq_id, s->pos0, (long long)c->n_past);
@@ -104,5 +127,5 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
             if (g->tp_rank == 0) ex->mine[n_mine++] = m;
         }
     }
-    return k3_plan_gather_sampled(plan, ex->world, 0, ex->mine, n_mine, out);
+    return k3_plan_gather_sampled(plan, ex->world, 0, ex->mine, n_mine, out, ex->gather_counts);
 }

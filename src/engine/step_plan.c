@@ -235,7 +235,7 @@ void k3_plan_bcast_idle(struct k3_step_plan *p, MPI_Comm comm, int root)
 }
 
 int k3_plan_gather_sampled(const struct k3_step_plan *p, MPI_Comm comm, int root,
-                           const struct k3_sampled *mine, int n, struct k3_sampled *all)
+                           const struct k3_sampled *mine, int n, struct k3_sampled *all, int *scratch)
 {
     int rank, size;
     K3_CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -243,7 +243,7 @@ int k3_plan_gather_sampled(const struct k3_step_plan *p, MPI_Comm comm, int root
     int *counts = NULL, *displs = NULL, total = 0;
     int bytes = n * (int)sizeof *mine;
     if (rank == root) {
-        counts = malloc(sizeof(int) * 2 * (size_t)size);
+        counts = scratch ? scratch : malloc(sizeof(int) * 2 * (size_t)size);
         K3_CHECK(counts, "out of memory");
         displs = counts + size;
     }
@@ -258,6 +258,6 @@ int k3_plan_gather_sampled(const struct k3_step_plan *p, MPI_Comm comm, int root
                  total / (int)sizeof *all, p->n_seqs);
     }
     K3_CHECK_MPI(MPI_Gatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, root, comm));
-    free(counts);
+    if (!scratch) free(counts);
     return rank == root ? total / (int)sizeof *all : 0;
 }

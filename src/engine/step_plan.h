@@ -114,8 +114,9 @@ struct k3_sampled {
 
 /* Collective over comm: every rank passes what it sampled (group leaders
  * pass their group's tokens, others pass n = 0); root receives all of them in
- * `all` (capacity plan->n_seqs) and the count. */
+ * `all` (capacity plan->n_seqs) and the count. scratch: [2 x comm size] ints
+ * on root, so that a step allocates nothing (NULL: allocated per call). */
 int k3_plan_gather_sampled(const struct k3_step_plan *p, MPI_Comm comm, int root,
-                           const struct k3_sampled *mine, int n, struct k3_sampled *all);
+                           const struct k3_sampled *mine, int n, struct k3_sampled *all, int *scratch);
 
 #endif

@@ -63,7 +63,8 @@ void fwd_add(struct k3_forward *f, float *y, const float *a, const float *b, int
 /* Blocks. xn [n, d] is the normed sub-layer input, out [n, d] the sub-layer output. */
 void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const float *xn, int64_t n,
                float *out);
-void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t pos0, const float *xn,
+/* c: the sequence's cache (contiguous, or paged through its block table). */
+void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0, const float *xn,
                int64_t n, float *out);
 void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
 void mlp_block(struct k3_forward *f, const struct k3_mlp_weights *w, const float *xn, int64_t n,

@@ -8,7 +8,8 @@
  * scratch region that each block carves with fwd_take() and that is reset per
  * block; its size is the maximum over block kinds of their per-token widths
  * (listed in scratch_per_token) times max_tok, plus MLA's prefill expansion of
- * the latent cache [max_ctx, H·(2·dn + dr + dv)]. Nothing is allocated by the
+ * the latent cache [max_ctx, H·(2·dn + dr + dv)] and the latent rows of a
+ * paged cache gathered in token order [max_ctx, r + dr]. Nothing is allocated by the
  * model code after init (the CPU ops allocate small per-call buffers). */
 #include "model/blocks.h"
 
@@ -21,10 +22,11 @@
 
 /* ------------------------------------------------------------------ caches */
 
-int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
-                      struct k3_err *err)
+static int seq_cache_alloc(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
+                           const struct k3_mla_pool *pool, struct k3_err *err)
 {
     memset(c, 0, sizeof *c);
+    c->pool = pool;
     c->max_ctx = max_ctx;
     c->n_layers = cfg->n_layers;
     c->layer = calloc((size_t)cfg->n_layers, sizeof *c->layer);
@@ -33,6 +35,7 @@ int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg,
     for (int l = 0; l < cfg->n_layers; l++) {
         struct k3_layer_cache *lc = &c->layer[l];
         if (k3_model_config_layer_is_mla(cfg, l)) {
+            if (pool) continue;
             int64_t per = cfg->kv_lora_rank + cfg->qk_rope_head_dim;  /* 576 for K3 */
             lc->mla_latent = calloc((size_t)(max_ctx * per), sizeof(float));
             if (!lc->mla_latent) goto oom;
@@ -49,6 +52,47 @@ int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg,
 oom:
     k3_seq_cache_free(c);
     return k3_err_set(err, "out of memory for the sequence cache (%lld tokens)", (long long)max_ctx);
+}
+
+int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
+                      struct k3_err *err)
+{
+    return seq_cache_alloc(c, cfg, max_ctx, NULL, err);
+}
+
+int k3_seq_cache_init_paged(struct k3_seq_cache *c, const struct k3_model_config *cfg,
+                            const struct k3_mla_pool *pool, struct k3_err *err)
+{
+    return seq_cache_alloc(c, cfg, 0, pool, err);
+}
+
+int k3_mla_pool_init(struct k3_mla_pool *p, const struct k3_model_config *cfg, int64_t n_blocks,
+                     int64_t block_tokens, struct k3_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->n_layers = cfg->n_layers;
+    p->n_blocks = n_blocks;
+    p->block_tokens = block_tokens;
+    p->lat = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
+    p->layer = calloc((size_t)cfg->n_layers, sizeof *p->layer);
+    if (!p->layer) return k3_err_set(err, "out of memory for the MLA block pool");
+    for (int l = 0; l < cfg->n_layers; l++) {
+        if (!k3_model_config_layer_is_mla(cfg, l)) continue;
+        p->layer[l] = calloc((size_t)(n_blocks * block_tokens * p->lat), sizeof(float));
+        if (!p->layer[l]) {
+            k3_mla_pool_free(p);
+            return k3_err_set(err, "out of memory for %lld MLA blocks of %lld tokens", (long long)n_blocks,
+                              (long long)block_tokens);
+        }
+    }
+    return 0;
+}
+
+void k3_mla_pool_free(struct k3_mla_pool *p)
+{
+    for (int l = 0; p->layer && l < p->n_layers; l++) free(p->layer[l]);
+    free(p->layer);
+    memset(p, 0, sizeof *p);
 }
 
 void k3_seq_cache_reset(struct k3_seq_cache *c, const struct k3_model_config *cfg)
@@ -123,8 +167,10 @@ int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
     f->n_snap_max = cfg->attn_res_block_size > 0
                         ? (cfg->n_layers + cfg->attn_res_block_size - 1) / cfg->attn_res_block_size
                         : 0;
-    int64_t mla_ctx = f->opts.max_ctx * cfg->n_heads *
-                      (2 * cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim);
+    /* expanded keys and values, and the latent rows gathered from a block table */
+    int64_t mla_ctx = f->opts.max_ctx * (cfg->n_heads * (2 * cfg->qk_nope_head_dim + cfg->qk_rope_head_dim +
+                                                          cfg->v_head_dim) +
+                                         cfg->kv_lora_rank + cfg->qk_rope_head_dim);
     f->scratch_floats = T * scratch_per_token(cfg, w) + (cfg->n_mla_layers ? mla_ctx : 0);
     int64_t total = (6 + f->n_snap_max) * T * d + f->scratch_floats;
     f->buf = malloc(sizeof(float) * (size_t)total);
@@ -320,10 +366,11 @@ int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *
 {
     const struct k3_model_config *cfg = f->cfg;
     int bad = 0;
-    if (c->n_past + n > c->max_ctx || c->n_past + n > f->opts.max_ctx)
-        bad = k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld) or workspace (%lld) "
-                         "context; raise max_ctx", (long long)(c->n_past + n), (long long)c->max_ctx,
-                         (long long)f->opts.max_ctx);
+    int64_t cap = c->pool ? c->n_blocks * c->pool->block_tokens : c->max_ctx;
+    if (c->n_past + n > cap || c->n_past + n > f->opts.max_ctx)
+        bad = k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld%s) or workspace (%lld) "
+                         "context; raise max_ctx", (long long)(c->n_past + n), (long long)cap,
+                         c->pool ? " in its blocks" : "", (long long)f->opts.max_ctx);
     for (int64_t i = 0; !bad && i < n; i++)
         if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
             bad = k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", ids[i],

@@ -32,15 +32,40 @@ struct k3_layer_cache {
                                 normalised c_kv then k_pe, per token */
 };
 
+/* Paged MLA latent rows, shared by the sequences of one attention group on
+ * one rank (the serving loop): per MLA layer [n_blocks * block_tokens,
+ * kv_lora_rank + qk_rope_head_dim]; token t of a sequence lives in row
+ * blocks[t / block_tokens] * block_tokens + t % block_tokens of its block
+ * table. Memory is n_blocks, whatever the number of sequences. */
+struct k3_mla_pool {
+    float **layer;           /* [n_layers]: the rows of MLA layers, NULL for the others */
+    int n_layers;
+    int64_t n_blocks, block_tokens, lat;
+};
+
+int k3_mla_pool_init(struct k3_mla_pool *p, const struct k3_model_config *cfg, int64_t n_blocks,
+                     int64_t block_tokens, struct k3_err *err);
+void k3_mla_pool_free(struct k3_mla_pool *p);
+
 struct k3_seq_cache {
     int64_t n_past;          /* tokens already in the cache */
-    int64_t max_ctx;
+    int64_t max_ctx;         /* contiguous caches: rows of mla_latent */
     int n_layers;
     struct k3_layer_cache *layer;
+    /* Paged caches (k3_seq_cache_init_paged): mla_latent is NULL and the MLA
+     * rows live in pool; the owner points blocks at the sequence's block
+     * table (n_blocks entries, enough for n_past + the new tokens) before
+     * each k3_forward_run. */
+    const struct k3_mla_pool *pool;
+    const int32_t *blocks;
+    int n_blocks;
 };
 
 int k3_seq_cache_init(struct k3_seq_cache *c, const struct k3_model_config *cfg, int64_t max_ctx,
                       struct k3_err *err);
+/* KDA state and conv tails only; MLA rows in pool through a block table. */
+int k3_seq_cache_init_paged(struct k3_seq_cache *c, const struct k3_model_config *cfg,
+                            const struct k3_mla_pool *pool, struct k3_err *err);
 void k3_seq_cache_reset(struct k3_seq_cache *c, const struct k3_model_config *cfg);
 void k3_seq_cache_free(struct k3_seq_cache *c);
 

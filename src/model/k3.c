@@ -40,7 +40,7 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
 
         fwd_rmsnorm(f, f->a_in, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
-        if (lw->is_mla) mla_block(f, l, &c->layer[l], c->n_past, f->xn, n, f->a_out);
+        if (lw->is_mla) mla_block(f, l, c, c->n_past, f->xn, n, f->a_out);
         else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);

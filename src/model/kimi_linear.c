@@ -22,7 +22,7 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
         fwd_dump(f, f->h, n, d, "L%d.attn_in", l);
         fwd_rmsnorm(f, f->h, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
-        if (lw->is_mla) mla_block(f, l, &c->layer[l], c->n_past, f->xn, n, f->a_out);
+        if (lw->is_mla) mla_block(f, l, c, c->n_past, f->xn, n, f->a_out);
         else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);

@@ -17,7 +17,34 @@
 #include "model/blocks.h"
 #include "model/shard.h"
 
-void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t pos0, const float *xn,
+/* Paged cache: the new rows [n, lat] of positions pos0.. go to their blocks. */
+static void paged_put(struct k3_forward *f, const struct k3_seq_cache *c, int l, int64_t pos0, const float *x,
+                      int64_t n)
+{
+    const struct k3_mla_pool *p = c->pool;
+    int64_t bt = p->block_tokens, lat = p->lat;
+    for (int64_t t = 0; t < n;) {
+        int64_t pos = pos0 + t, off = pos % bt, run = bt - off < n - t ? bt - off : n - t;
+        float *row = p->layer[l] + ((int64_t)c->blocks[pos / bt] * bt + off) * lat;
+        fwd_copy(f, row, lat, x + t * lat, lat, run, lat);
+        t += run;
+    }
+}
+
+/* Paged cache: rows of positions [0, T) gathered in token order into y [T, lat],
+ * so that the attention below reads one strided array either way. (A copy
+ * per call; a paged attention kernel would read the blocks in place.) */
+static void paged_gather(struct k3_forward *f, const struct k3_seq_cache *c, int l, int64_t T, float *y)
+{
+    const struct k3_mla_pool *p = c->pool;
+    int64_t bt = p->block_tokens, lat = p->lat;
+    for (int64_t t = 0, b = 0; t < T; t += bt, b++) {
+        int64_t run = T - t < bt ? T - t : bt;
+        fwd_copy(f, y + t * lat, lat, p->layer[l] + (int64_t)c->blocks[b] * bt * lat, lat, run, lat);
+    }
+}
+
+void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0, const float *xn,
                int64_t n, float *out)
 {
     const struct k3_model_config *cfg = f->cfg;
@@ -51,8 +78,17 @@ void mla_block(struct k3_forward *f, int l, struct k3_layer_cache *c, int64_t po
                                    .n_rows = n, .d = r, .eps = 1e-6};
     ops->rmsnorm(f->be, &rn);
     fwd_dump(f, kva, n, lat, "L%d.mla.latent", l);
-    fwd_copy(f, c->mla_latent + pos0 * lat, lat, kva, lat, n, lat);
-    const float *cache = c->mla_latent;
+    /* [T, lat] the sequence's latent rows, in token order */
+    const float *cache;
+    if (c->pool) {
+        paged_put(f, c, l, pos0, kva, n);
+        float *rows = fwd_take(f, T * lat);
+        paged_gather(f, c, l, T, rows);
+        cache = rows;
+    } else {
+        fwd_copy(f, c->layer[l].mla_latent + pos0 * lat, lat, kva, lat, n, lat);
+        cache = c->layer[l].mla_latent;
+    }
 
     /* [n, H·dv] attention output. */
     float *o = fwd_take(f, n * H * dv);

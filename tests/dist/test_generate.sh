@@ -6,6 +6,9 @@
 # through preemption with the same outputs; seeded sampling (temperature,
 # top-p, top-k, penalties) gives the same draws together, alone, and on
 # tp 2 x adp 2; stop_token_ids end a request with finish_reason "stop".
+# With K3_TOK_DIRS (the Kimi tokenizer files, "DIR,DIR"): chat requests on
+# k3-tiny-chat carry the parsed reasoning_content / content / tool_calls
+# (thinking on: the text is reasoning; off: content), prompt_ids ones do not.
 set -u
 K3=$1; CONFIGS=$2; OUT=$3; shift 3
 MPIRUN_LINE="$*"
@@ -61,4 +64,32 @@ first=$(head -1 "$OUT/g_all.jsonl" | grep -o '"output_ids":\[[0-9]*' | grep -o '
 echo "{\"id\": 1, \"prompt_ids\": $(head -1 "$OUT/greedy.jsonl" | grep -o '\[[^]]*\]'), \"max_tokens\": 12, \"stop_token_ids\": [$first]}" > "$OUT/stop.jsonl"
 run "stop id" 1 "$OUT/stop.jsonl.out" "$OUT/stop.jsonl"
 check_contains "stop id: finish_reason stop" "$(cat "$OUT/stop.jsonl.out")" "\"output_ids\":[$first],\"finish_reason\":\"stop\""
+if [ -n "${K3_TOK_DIRS:-}" ]; then
+    chat="$OUT/k3-tiny-chat"
+    [ -f "$chat/tiktoken.model" ] ||
+        "$K3" gen-weights --model-config "$CONFIGS/k3-tiny-chat/config.json" --out "$chat" --seed 3 \
+            --tokenizer "$K3_TOK_DIRS" >/dev/null 2>&1
+    cat > "$OUT/chat.jsonl" <<'EOF2'
+{"id": "think", "messages": [{"role": "user", "content": "What is two plus two?"}], "max_tokens": 12}
+{"id": "plain", "messages": [{"role": "user", "content": "Weather in Paris?"}], "thinking": false, "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], "max_tokens": 12}
+{"id": "ids", "prompt_ids": [1, 2, 3], "max_tokens": 4}
+EOF2
+    log=$(timeout 300 $MPIRUN_LINE -np 1 "$K3" generate --model "$chat" --input "$OUT/chat.jsonl" --out "$OUT/chat.out.jsonl" 2>&1); rc=$?
+    check "chat: exit" "$rc" 0
+    [ $rc -eq 0 ] || echo "$log" | tail -20 >&2
+    # random weights rarely emit markup: then the whole text is one channel
+    got=$(python3 - "$OUT/chat.out.jsonl" <<'EOF2'
+import json, sys
+r = {o["id"]: o for o in map(json.loads, open(sys.argv[1]))}
+t, p, i = r["think"], r["plain"], r["ids"]
+ok = [all(k in t and k in p for k in ("reasoning_content", "content", "tool_calls")),
+      "reasoning_content" not in i and "content" not in i,
+      "<|" in t["text"] or (t["reasoning_content"] == t["text"] and t["content"] == ""),
+      "<|" in p["text"] or (p["content"] == p["text"] and p["reasoning_content"] is None),
+      isinstance(t["tool_calls"], list) and isinstance(p["tool_calls"], list)]
+print(" ".join(str(int(x)) for x in ok))
+EOF2
+)
+    check "chat: parsed reasoning/content/tool_calls" "$got" "1 1 1 1 1"
+fi
 summary

@@ -9,7 +9,10 @@
  * caches). Rank 0 then runs the same prompts greedily on the full weights,
  * alone, and the token sequences must be identical. A second pass samples
  * (temperature, top-k, top-p, penalties, seeds) all together and then each
- * sequence alone: the draws must not depend on the batch. */
+ * sequence alone: the draws must not depend on the batch. The MLA rows live
+ * in the executor's block pool: the sequences' block tables interleave
+ * (block b of sequence i is b * N_SEQ + N_SEQ - 1 - i), while the reference
+ * uses one contiguous cache. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +31,7 @@
 #include "mpi/groups.h"
 #include "mpi/mpi_check.h"
 
-enum { N_SEQ = 5, N_GEN = 5, MAX_LEN = 80 };
+enum { N_SEQ = 5, N_GEN = 5, MAX_LEN = 80, BT = 8, SEQ_BLOCKS = MAX_LEN / BT };
 static const int prompt_len[N_SEQ] = {7, 30, 1, 12, 45};
 
 struct seq { int group, slot, len; int32_t toks[MAX_LEN]; };
@@ -87,7 +90,10 @@ static void drive(struct k3_step_exec *ex, struct k3_step_plan *plan, MPI_Comm w
                     s.n_new = 1;
                     in = &gen[i][n_gen[i] - 1];
                 }
-                K3_CHECK(k3_plan_add(plan, &s, in, NULL, &err) == 0, "%s", err.msg);
+                int32_t table[SEQ_BLOCKS];
+                s.n_blocks = (s.pos0 + s.n_new + BT - 1) / BT;
+                for (int b = 0; b < s.n_blocks; b++) table[b] = b * N_SEQ + N_SEQ - 1 - i;
+                K3_CHECK(k3_plan_add(plan, &s, in, table, &err) == 0, "%s", err.msg);
             }
         if (plan->n_seqs == 0 && pause) continue; /* a lone sequence of a paused group */
         if (plan->n_seqs == 0) break;
@@ -122,7 +128,10 @@ int main(int argc, char **argv)
     struct k3_forward *f;
     struct k3_step_exec ex;
     if (k3_forward_init(&f, cfgp, &ds.w, &be, &opts, &err) ||
-        k3_step_exec_init(&ex, cfgp, f, &ds.g, &ds.tp_comm, job.world_comm, N_SEQ, MAX_LEN, MAX_LEN, &err))
+        k3_step_exec_init(&ex, cfgp, f, &ds.g, &ds.tp_comm, job.world_comm,
+                          &(struct k3_step_exec_size){.n_slots = N_SEQ, .max_ctx = MAX_LEN, .max_new = MAX_LEN,
+                                                      .n_blocks = N_SEQ * SEQ_BLOCKS, .block_tokens = BT},
+                          &err))
         K3_FATAL("%s", err.msg);
 
     struct k3_step_plan plan;

@@ -137,7 +137,7 @@ static void test_bcast(struct k3_job *job)
         for (int i = 0; i < p.n_seqs; i++)
             if ((p.seqs[i].flags & K3_SEQ_SAMPLE) && i % job->world == job->rank)
                 mine[n++] = (struct k3_sampled){.seq = i, .token = p.tokens[p.seqs[i].first_token] + 1, .logprob = -0.5f};
-        int got = k3_plan_gather_sampled(&p, job->world_comm, 0, mine, n, all);
+        int got = k3_plan_gather_sampled(&p, job->world_comm, 0, mine, n, all, NULL);
         if (job->rank == 0) {
             int want_n = 0, ok = 1;
             for (int i = 0; i < p.n_seqs; i++) want_n += (p.seqs[i].flags & K3_SEQ_SAMPLE) != 0;
