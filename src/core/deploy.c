@@ -68,6 +68,13 @@ const struct k3_cfg_key k3_deploy_schema[] = {
      NULL, "concurrent HTTP connections", 0},
     {"server.request_timeout_s", K3_CFG_INT, OFF(server.request_timeout_s), "600", 1, 1 << 24,
      NULL, NULL, "idle time after which a client connection is dropped", 0},
+    {"server.sampling_policy", K3_CFG_ENUM, OFF(server.sampling_policy), "auto", 0, 0,
+     "auto|kimi|open", NULL,
+     "sampling parameters clients may set: kimi = Kimi's published limits (temperature 0-1, "
+     "top_p 0.95, penalties 0, n 1; others get HTTP 400), open = OpenAI's ranges; auto = kimi "
+     "for K3 checkpoints, open otherwise", 0},
+    {"server.shutdown_grace_s", K3_CFG_INT, OFF(server.shutdown_grace_s), "10", 0, 1 << 20, NULL,
+     NULL, "on SIGTERM, in-flight requests get this long to finish before they are cancelled", 0},
     {"dump.layers", K3_CFG_INT_LIST, OFF(dump.layers), "", 0, 4095, NULL, "--layers",
      "0-based decoder layers whose output hidden states `k3 dump` writes", 0},
     {"dump.final_state", K3_CFG_BOOL, OFF(dump.final_state), "false", 0, 0, NULL, NULL,

@@ -61,6 +61,8 @@ struct k3_deploy {
         int64_t max_body_bytes;
         int max_connections;
         int request_timeout_s;
+        char sampling_policy[8];  /* auto | kimi | open */
+        int shutdown_grace_s;     /* in-flight requests get this long after SIGTERM */
     } server;
     struct {
         int n_layers;
