@@ -610,16 +610,41 @@ const char *k3_anth_err_type(int status)
 
 int k3_anth_status(int status) { return status == 503 ? 529 : status; }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 (overlongs and surrogates are
+ * invalid, as in RFC 3629). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0;
+    if (len == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
 char *k3_anth_err_json_msg(int status, const char *message)
 {
-    /* by hand, as k3_api_err_json: an error reply must never fail on odd bytes */
-    struct k3_sbuf b = {0};
+    /* by hand, as k3_api_err_json: an error reply must never fail on odd bytes. A message
+     * can quote the client's bytes (jansson's parse errors do), so invalid UTF-8 becomes
+     * '?': the reply must be JSON a client can read. */
+    struct k3_sbuf b = {0}, m = {0};
+    const unsigned char *u = (const unsigned char *)message;
+    for (size_t i = 0, n = strlen(message); i < n;) {
+        size_t len = utf8_seq(u + i, n - i);
+        if (len) k3_sbuf_add(&m, message + i, len);
+        else k3_sbuf_addc(&m, '?');
+        i += len ? len : 1;
+    }
     const char *type = k3_anth_err_type(status);
     k3_sbuf_adds(&b, "{\"type\":\"error\",\"error\":{\"type\":");
     k3_json_py_string(type, strlen(type), &b);
     k3_sbuf_adds(&b, ",\"message\":");
-    k3_json_py_string(message, strlen(message), &b);
+    k3_json_py_string(m.p ? m.p : "", m.n, &b);
     k3_sbuf_adds(&b, "}}");
+    k3_sbuf_free(&m);
     return k3_sbuf_take(&b);
 }
 

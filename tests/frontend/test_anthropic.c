@@ -15,15 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anthropic_client.h"
 #include "frontend/anthropic.h"
 #include "k3_test.h"
 
 static struct k3_tok *tok;
-
-static int str_eq(const json_t *v, const char *s)
-{
-    return json_is_string(v) && !strcmp(json_string_value(v), s);
-}
 
 /* ' -> " (the bodies below hold no apostrophes of their own) */
 static char *J(const char *s)
@@ -96,6 +92,8 @@ static void test_validation(void)
 {
     rejects("not JSON", "{'model': ", "not valid JSON");
     rejects("not an object", "[1, 2]", "JSON object");
+    /* jansson quotes the bad bytes; the error object must still be UTF-8 JSON (fuzz find) */
+    rejects("invalid UTF-8 in a bad escape", "{'model': '\\u8fd\xc9\xa3u56'}", "not valid JSON");
     rejects("no model", "{'max_tokens': 5, 'messages': [" USER "]}", "model is required");
     rejects("model not a string", "{'model': 3, 'max_tokens': 5, 'messages': [" USER "]}", "model");
     rejects("no max_tokens", "{'model': 'm', 'messages': [" USER "]}", "max_tokens is required");
@@ -429,111 +427,6 @@ static void test_same_prompt(void)
 
 /* ---- output ------------------------------------------------------------------------- */
 
-/* A strict client: reads the SSE records back into a Message, checking the grammar. */
-struct client {
-    json_t *msg;
-    json_t *partial;  /* partial_json text per block index */
-    int open;         /* index of the open block, -1 */
-    int started, stopped, bad;
-    char why[160];
-};
-
-static void bad(struct client *c, const char *why)
-{
-    if (!c->bad) snprintf(c->why, sizeof c->why, "%s", why);
-    c->bad = 1;
-}
-
-static void client_event(struct client *c, const char *event, const char *data)
-{
-    json_t *d = json_loads(data, 0, NULL);
-    if (!json_is_object(d)) { bad(c, "data is not a JSON object"); json_decref(d); return; }
-    const char *type = json_string_value(json_object_get(d, "type"));
-    if (!type || strcmp(type, event)) bad(c, "event name != data.type");
-    else if (!strcmp(type, "ping")) {
-    } else if (!strcmp(type, "message_start")) {
-        if (c->started) bad(c, "second message_start");
-        c->started = 1;
-        c->msg = json_deep_copy(json_object_get(d, "message"));
-    } else if (!c->started || c->stopped) {
-        bad(c, "event outside message_start..message_stop");
-    } else if (!strcmp(type, "content_block_start")) {
-        json_t *content = json_object_get(c->msg, "content");
-        if (c->open >= 0) bad(c, "block started while another is open");
-        if (json_integer_value(json_object_get(d, "index")) != (json_int_t)json_array_size(content))
-            bad(c, "block index not contiguous");
-        c->open = (int)json_array_size(content);
-        json_array_append(content, json_object_get(d, "content_block"));
-        json_array_append_new(c->partial, json_string(""));
-    } else if (!strcmp(type, "content_block_delta")) {
-        int i = (int)json_integer_value(json_object_get(d, "index"));
-        if (i != c->open) { bad(c, "delta for a block that is not open"); goto out; }
-        json_t *blk = json_array_get(json_object_get(c->msg, "content"), (size_t)i);
-        const json_t *delta = json_object_get(d, "delta");
-        const char *dt = json_string_value(json_object_get(delta, "type"));
-        const char *bt = json_string_value(json_object_get(blk, "type"));
-        const char *field = !dt ? NULL : !strcmp(dt, "text_delta") ? "text"
-                            : !strcmp(dt, "thinking_delta") ? "thinking"
-                            : !strcmp(dt, "input_json_delta") ? "partial_json" : NULL;
-        const char *want = !field ? NULL : !strcmp(field, "partial_json") ? "tool_use" : field;
-        if (!field || strcmp(want, bt)) { bad(c, "delta type does not fit the block"); goto out; }
-        const json_t *piece = json_object_get(delta, field);
-        if (!json_is_string(piece) || !json_string_length(piece)) bad(c, "empty delta");
-        json_t *cur = !strcmp(field, "partial_json") ? json_array_get(c->partial, (size_t)i)
-                                                     : json_object_get(blk, field);
-        struct k3_sbuf s = {0};
-        k3_sbuf_add(&s, json_string_value(cur), json_string_length(cur));
-        k3_sbuf_add(&s, json_string_value(piece), json_string_length(piece));
-        if (!strcmp(field, "partial_json"))
-            json_array_set_new(c->partial, (size_t)i, json_stringn(s.p, s.n));
-        else
-            json_object_set_new(blk, field, json_stringn(s.p, s.n));
-        k3_sbuf_free(&s);
-    } else if (!strcmp(type, "content_block_stop")) {
-        int i = (int)json_integer_value(json_object_get(d, "index"));
-        if (i != c->open) bad(c, "stop for a block that is not open");
-        json_t *blk = json_array_get(json_object_get(c->msg, "content"), (size_t)i);
-        if (str_eq(json_object_get(blk, "type"), "tool_use")) {
-            json_t *p = json_array_get(c->partial, (size_t)i);
-            json_object_set_new(blk, "input", k3_anth_tool_input(json_string_value(p),
-                                                                 json_string_length(p)));
-        }
-        c->open = -1;
-    } else if (!strcmp(type, "message_delta")) {
-        if (c->open >= 0) bad(c, "message_delta with a block open");
-        json_object_update(c->msg, json_object_get(d, "delta"));
-        json_object_set(c->msg, "usage", json_object_get(d, "usage"));
-    } else if (!strcmp(type, "message_stop")) {
-        c->stopped = 1;
-    } else {
-        bad(c, "unknown event");
-    }
-out:
-    json_decref(d);
-}
-
-static void client_read(struct client *c, const char *s, size_t n)
-{
-    const char *end = s + n;
-    while (s < end) {
-        const char *rec = strstr(s, "\n\n");
-        if (!rec || rec >= end) { bad(c, "unterminated record"); return; }
-        if (strncmp(s, "event: ", 7)) { bad(c, "record without event line"); return; }
-        const char *nl = memchr(s, '\n', (size_t)(rec - s));
-        if (!nl || strncmp(nl + 1, "data: ", 6)) { bad(c, "record without data line"); return; }
-        char event[64];
-        snprintf(event, sizeof event, "%.*s", (int)(nl - s - 7), s + 7);
-        size_t dl = (size_t)(rec - (nl + 7));
-        char *data = malloc(dl + 1);
-        memcpy(data, nl + 7, dl);
-        data[dl] = 0;
-        if (memchr(data, '\n', dl)) bad(c, "newline inside data");
-        client_event(c, event, data);
-        free(data);
-        s = rec + 2;
-    }
-}
-
 static const char *const names[] = {"get_weather", "get_time", "f"};
 
 /* Parses out (the generated text) with chunking 0 whole, 1 one byte, 2 random, 3 one
@@ -612,7 +505,8 @@ static json_t *stream_checked(const char *name, const char *out, int thinking,
         char *sse = stream(out, thinking, why, chunking == 3 ? 3 : chunking, (unsigned)k * 7919u,
                            &p, &reopened);
         json_t *whole = whole_message(k3_outp_result(p), NULL);
-        struct client c = {.partial = json_array(), .open = -1};
+        struct client c;
+        client_init(&c);
         client_read(&c, sse, strlen(sse));
         if (!c.stopped) bad(&c, "no message_stop");
         int same = !c.bad && json_equal(c.msg, whole) && !reopened;
@@ -627,8 +521,7 @@ static json_t *stream_checked(const char *name, const char *out, int thinking,
         if (!ref) ref = json_incref(whole);
         else if (!json_equal(ref, whole)) bad_runs++;
         json_decref(whole);
-        json_decref(c.msg);
-        json_decref(c.partial);
+        client_free(&c);
         free(sse);
         k3_outp_free(p);
     }
@@ -752,13 +645,13 @@ static void test_reopened(void)
     int reopened;
     char *sse = stream("A" C "think" S O "response" S "B" C "response" S O "think" S "C" C
                        "think" S END, 1, K3_OUTP_STOP, 3, 0, &p, &reopened);
-    struct client c = {.partial = json_array(), .open = -1};
+    struct client c;
+    client_init(&c);
     client_read(&c, sse, strlen(sse));
     CHECK_MSG(!c.bad, "%s", c.why);
     CHECK(reopened == 1 && json_array_size(json_object_get(c.msg, "content")) == 3);
     CHECK(str_eq(json_object_get(block(c.msg, 2), "thinking"), "C"));
-    json_decref(c.msg);
-    json_decref(c.partial);
+    client_free(&c);
     free(sse);
     k3_outp_free(p);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs the Anthropic fuzz targets (not part of the default test run) through run_fuzz.sh:
+#   tests/frontend/fuzz/run_fuzz_anthropic.sh BUILD_DIR [RUNS] [JOBS]
+#   fuzz_anthropic_req  the Messages request path (parse, validate, translate, render, encode)
+#   fuzz_anthropic_sse  the Message / SSE writer over the output parser (stream == whole)
+# BUILD_DIR is configured as run_fuzz.sh says (clang, -DK3_FUZZ=ON, fuzzer-no-link,address,
+# undefined) and has both targets built. The request corpus is seeded with the bodies in
+# anthropic_seeds/ and the KVV prompt_tokens conversations rewritten as Messages bodies
+# (system messages -> system, the rest as user/assistant turns); the SSE corpus with the
+# sse_* seeds. RUNS (default 10,000,000) per target.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+runs=${2:-10000000}
+jobs=${3:-1}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+work=$build/fuzz-work
+mkdir -p "$work/anthropic_req" "$work/anthropic_sse"
+cp "$here"/anthropic_seeds/req_*.json "$work/anthropic_req/"
+cp "$here"/anthropic_seeds/sse_* "$work/anthropic_sse/"
+cases=$root/../shared/data/kvv/prompt_token_cases/cases.jsonl
+if [[ -f $cases ]]; then
+    python3 - "$cases" "$work/anthropic_req" <<'PY'
+import json, sys
+for i, line in enumerate(open(sys.argv[1])):
+    req = json.loads(line)["request"]
+    system, msgs = [], []
+    for m in req.get("messages", []):
+        c = m.get("content")
+        text = c if isinstance(c, str) else "".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+        if m.get("role") in ("system", "developer"):
+            system.append(text)
+        elif m.get("role") in ("user", "assistant"):
+            msgs.append({"role": m["role"], "content": text or "."})
+    if not msgs:
+        continue
+    body = {"model": "k3", "max_tokens": 64, "messages": msgs}
+    if system:
+        body["system"] = "\n".join(system)
+    open(f"{sys.argv[2]}/kvv_{i}.json", "w").write(json.dumps(body))
+PY
+fi
+"$here/run_fuzz.sh" "$build" "$runs" "$jobs" "anthropic_req anthropic_sse"
