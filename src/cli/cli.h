@@ -79,5 +79,6 @@ int k3_cmd_inspect(struct k3_cli *cli);
 int k3_cmd_logits(struct k3_cli *cli);
 int k3_cmd_dump(struct k3_cli *cli);
 int k3_cmd_generate(struct k3_cli *cli);
+int k3_cmd_serve(struct k3_cli *cli);
 
 #endif

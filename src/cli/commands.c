@@ -17,8 +17,7 @@
 
 const struct k3_cmd k3_cmds[] = {
     {"serve", "Serve the OpenAI and Anthropic HTTP APIs (rank 0) with every rank running the "
-     "forward pass.", JOB_OPTS " host port api-key", NULL, 1,
-     "the HTTP server and the serving loop"},
+     "forward pass.", JOB_OPTS " host port api-key tokenizer", k3_cmd_serve, 1, NULL},
     {"generate", "Generate completions for a JSONL file of requests through the serving loop.",
      JOB_OPTS " input out", k3_cmd_generate, 1, NULL},
     {"logits", "Run one forward pass over a prompt and write the logits.",
