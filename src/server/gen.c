@@ -35,6 +35,7 @@ struct k3_gen {
     struct k3_sbuf vis;           /* visible text: [0, n_released) released, the rest held */
     size_t n_released;
     int stopped;                  /* a stop string matched */
+    int stop_matched;             /* 1 + which one (gen.h) */
     int think_over;               /* content or a tool call appeared */
     int n_reasoning, n_tokens;
     /* shared, under mu */
@@ -141,6 +142,7 @@ static size_t visible(struct k3_gen *g, const char *text, size_t len, int at_end
         for (size_t p = start; p + m <= g->vis.n; p++)
             if (!memcmp(g->vis.p + p, g->stops[i], m)) {
                 g->stopped = 1;
+                g->stop_matched = i + 1;
                 g->vis.n = p;
                 break;
             }
@@ -244,6 +246,7 @@ static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k
     g->pend.done = 1;
     g->pend.finish_reason = finish;
     g->pend.error = error;
+    g->pend.stop_matched = g->stop_matched;
     g->pend.usage = usage;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);

@@ -71,6 +71,8 @@ struct k3_gen_events {
     int done;                    /* finished: the fields below are final */
     const char *finish_reason;   /* "stop" | "length" | "tool_calls"; NULL: no answer */
     const char *error;           /* done without an answer: "cancelled" | "rejected" */
+    int stop_matched;            /* 1 + the index of the stop string that ended the answer
+                                    (Anthropic's stop_sequence); 0: none */
     struct k3_gen_usage usage;
 };
 

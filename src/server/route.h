@@ -56,6 +56,7 @@ void k3_api_health(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_
 void k3_api_metrics(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out);
 void k3_api_tokenize(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out);
 void k3_api_detokenize(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out);
+void k3_api_messages(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out);
 
 /* --- What handlers use. --- */
 const struct k3_srv_cfg *k3_srv_config(const struct k3_srv *s);

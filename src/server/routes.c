@@ -4,6 +4,7 @@
 const struct k3_route k3_srv_routes[] = {
     {"POST", "/v1/chat/completions", k3_api_chat, NULL, K3_ROUTE_GENERATES | K3_ROUTE_TOKENIZER},
     {"POST", "/v1/completions", k3_api_completions, NULL, K3_ROUTE_GENERATES | K3_ROUTE_TOKENIZER},
+    {"POST", "/v1/messages", k3_api_messages, k3_srv_err_anthropic, K3_ROUTE_GENERATES | K3_ROUTE_TOKENIZER},
     {"GET", "/v1/models", k3_api_models, NULL, 0},
     {"GET", "/health", k3_api_health, NULL, K3_ROUTE_OPEN},
     {"GET", "/metrics", k3_api_metrics, NULL, K3_ROUTE_OPEN},
