@@ -26,6 +26,7 @@
 
 #include "cli/cli.h"
 #include "cli/engine_job.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "frontend/chat_render.h"
 #include "frontend/out_parse.h"
@@ -420,13 +421,21 @@ static int generate_root(struct k3_engine_job *e, struct gen *g, const char *out
         }
     }
     struct progress pr = {g, sched, -1};
+    double t0 = k3_now_s();
     k3_engine_job_run(e, K3_ENGINE_UNTIL_IDLE, on_step, &pr);
+    double run_s = k3_now_s() - t0;
     fprintf(stderr, "\n");
     struct k3_sched_stats st;
     k3_sched_stats(sched, &st);
-    K3_INFO("%s: %d requests, %llu steps, %llu prefill and %llu decode tokens, %llu preemptions", cmd, g->n,
+    long long out_tok = 0;
+    for (int i = 0; i < g->n; i++) out_tok += g->items[i].n_out;
+    /* validation/bench/bench_generate.sh reads this line */
+    K3_INFO("%s: %d requests, %llu steps, %llu prefill and %llu decode tokens, %llu preemptions; %lld tokens "
+            "generated in %.3f s: %.2f tokens/s, %.2f tokens/s with the prompts", cmd, g->n,
             (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
-            (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions);
+            (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions, out_tok, run_s,
+            run_s > 0 ? (double)out_tok / run_s : 0,
+            run_s > 0 ? (double)(st.prefill_tokens + st.decode_tokens) / run_s : 0);
     return write_items(outp, g) ? K3_EXIT_FAIL : K3_EXIT_OK;
 }
 
