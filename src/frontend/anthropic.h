@@ -52,11 +52,12 @@
  *     ignored; the thinking text is rendered as that turn's reasoning.
  *   - tool_use ids are "toolu_" + the 24 characters of the parser's minted id, so a seeded
  *     run gives the same ids through both APIs.
- *   - tool_use.input is the arguments parsed as a JSON object. Arguments that do not parse
- *     (a call cut by max_tokens, or a raw json block that is not an object) give the
- *     longest prefix that closes into an object (the members complete so far), else {}.
- *     The stream sends the arguments text as written (input_json_delta), which partial-JSON
- *     readers such as the SDK's read the same way.
+ *   - tool_use.input is the arguments parsed as a JSON object. The beginning of an object
+ *     (a call cut by max_tokens) gives what partial-JSON readers such as the SDK's (jiter,
+ *     partial mode) make of it: the members complete so far, a trailing number included,
+ *     an unfinished string, literal or key left out. Anything else (a raw json block that
+ *     is not an object) gives {}. The stream sends the arguments as the parser writes them
+ *     (input_json_delta), except such a non-object, for which it sends "{}".
  *   - stop_reason: tool_use when calls were made, max_tokens on "length", stop_sequence
  *     (with stop_sequence set) when the server matched one, else end_turn.
  *   - the event stream equals the non-streamed message for any chunking as long as the

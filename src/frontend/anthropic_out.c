@@ -58,81 +58,150 @@ const char *k3_anth_stop_reason(const struct k3_outp_result *res, const char *st
     return stop_sequence ? "stop_sequence" : "end_turn";
 }
 
-/* The longest prefix of s that closes into JSON: after an opening bracket or a complete
- * value inside a container, cut, then close what is open. The open containers at the cut
- * are the bottom of the final stack: a container that closed after the cut was a complete
- * value, which moves the cut. */
-static json_t *prefix_object(const char *s, size_t n)
+/* A scan of tool arguments as the beginning of a JSON object, as partial-JSON readers
+ * (the SDK's jiter in partial mode) read it: ok says whether s[0..n) is a well-formed
+ * object so far; cut/depth is where it can be closed (after an opening bracket, or after a
+ * complete value: a closed string, a delimited scalar, a closed container, or a number or
+ * whole literal that ends the text); an incomplete string, literal or key is left out. The containers
+ * open at the cut are the bottom of the final stack: one that closed after the cut was a
+ * complete value, which moved the cut. */
+struct scan {
+    int ok;
+    size_t cut, depth;
+    struct k3_sbuf stack;  /* '{' or '[' per open container */
+};
+
+enum expect { E_VALUE, E_KEY_OR_END, E_KEY, E_COLON, E_AFTER, E_VALUE_OR_END, E_NOTHING };
+
+static int scalar_ok(const char *t, size_t n, int complete)
 {
-    struct k3_sbuf stack = {0};  /* '{' or '[' per open container */
-    size_t cut = 0, cut_depth = 0;
-    int in_str = 0, esc = 0, scalar = 0, key = 0;  /* key: the string being read is a key */
-    int expect_key = 0;
-    for (size_t i = 0; i < n; i++) {
+    static const char *const lit[] = {"true", "false", "null"};
+    if (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+        for (size_t i = 0; i < n; i++)
+            if (!t[i] || !strchr("0123456789.eE+-", t[i])) return 0;
+        return 1;  /* jansson judges the digits when the cut text is read */
+    }
+    for (int k = 0; k < 3; k++)
+        if (n <= strlen(lit[k]) && !memcmp(t, lit[k], n) && (!complete || n == strlen(lit[k])))
+            return 1;
+    return 0;
+}
+
+static void json_scan(const char *s, size_t n, struct scan *sc)
+{
+    enum expect ex = E_VALUE;
+    int in_str = 0, esc = 0, key = 0;
+    size_t tok = 0, tok_n = 0;  /* the scalar being read: s[tok..tok+tok_n) */
+    memset(sc, 0, sizeof *sc);
+    sc->ok = 1;
+    for (size_t i = 0; i < n && sc->ok; i++) {
         char c = s[i];
         if (in_str) {
             if (esc) esc = 0;
             else if (c == '\\') esc = 1;
             else if (c == '"') {
                 in_str = 0;
-                if (!key && stack.n) cut = i + 1, cut_depth = stack.n;
+                ex = key ? E_COLON : E_AFTER;
+                if (!key) sc->cut = i + 1, sc->depth = sc->stack.n;
             }
             continue;
         }
-        int delim = c == ',' || c == '}' || c == ']' || c == ':' || c == ' ' || c == '\n' ||
-                    c == '\t' || c == '\r' || c == '"' || c == '{' || c == '[';
-        if (scalar && delim) {  /* a number or literal ended: a complete value */
-            scalar = 0;
-            if (stack.n) cut = i, cut_depth = stack.n;
+        if (tok_n) {
+            if (c && !strchr(",}] \t\r\n", c)) { tok_n++; continue; }
+            if (!scalar_ok(s + tok, tok_n, 1)) { sc->ok = 0; break; }
+            tok_n = 0;
+            ex = E_AFTER;
+            sc->cut = i, sc->depth = sc->stack.n;
         }
-        if (c == '{' || c == '[') {
-            k3_sbuf_addc(&stack, c);
-            expect_key = c == '{';
-            cut = i + 1, cut_depth = stack.n;
-        } else if (c == '}' || c == ']') {
-            if (!stack.n) break;
-            stack.n--;
-            expect_key = 0;
-            if (!stack.n) {  /* the top-level value is complete */
-                cut = i + 1, cut_depth = 0;
-                break;
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+        int top_obj = sc->stack.n && sc->stack.p[sc->stack.n - 1] == '{';
+        switch (ex) {
+        case E_NOTHING:
+            sc->ok = 0;
+            break;
+        case E_COLON:
+            sc->ok = c == ':';
+            ex = E_VALUE;
+            break;
+        case E_KEY_OR_END: case E_KEY:
+            if (c == '}' && ex == E_KEY_OR_END) goto close;
+            sc->ok = c == '"';
+            in_str = key = 1;
+            break;
+        case E_AFTER:
+            if (c == ',') { ex = top_obj ? E_KEY : E_VALUE; break; }
+            if (c == '}' || c == ']') goto close;
+            sc->ok = 0;
+            break;
+        case E_VALUE: case E_VALUE_OR_END:
+            if (c == ']' && ex == E_VALUE_OR_END) goto close;
+            if (!sc->stack.n && c != '{') { sc->ok = 0; break; }  /* the top must be an object */
+            if (c == '{' || c == '[') {
+                k3_sbuf_addc(&sc->stack, c);
+                ex = c == '{' ? E_KEY_OR_END : E_VALUE_OR_END;
+                sc->cut = i + 1, sc->depth = sc->stack.n;
+            } else if (c == '"') {
+                in_str = 1, key = 0;
+            } else if (c && strchr("-0123456789tfn", c)) {
+                tok = i, tok_n = 1;
+            } else {
+                sc->ok = 0;
             }
-            cut = i + 1, cut_depth = stack.n;
-        } else if (c == ',') {
-            expect_key = stack.n && stack.p[stack.n - 1] == '{';
-        } else if (c == ':') {
-            expect_key = 0;
-        } else if (c == '"') {
-            in_str = 1;
-            key = expect_key;
-            expect_key = 0;
-        } else if (!delim) {
-            scalar = 1;
+            break;
         }
+        continue;
+    close:
+        if (!sc->stack.n || (c == '}') != (sc->stack.p[sc->stack.n - 1] == '{')) {
+            sc->ok = 0;
+            continue;
+        }
+        sc->stack.n--;
+        sc->cut = i + 1, sc->depth = sc->stack.n;
+        ex = sc->stack.n ? E_AFTER : E_NOTHING;
     }
-    json_t *v = NULL;
-    if (cut && stack.n >= cut_depth && stack.p && stack.p[0] == '{') {
-        struct k3_sbuf t = {0};
-        k3_sbuf_add(&t, s, cut);
-        for (size_t d = cut_depth; d > 0; d--) k3_sbuf_addc(&t, stack.p[d - 1] == '{' ? '}' : ']');
-        v = json_loadb(t.p, t.n, JSON_ALLOW_NUL, NULL);
-        k3_sbuf_free(&t);
+    if (sc->ok && tok_n) {  /* a number or literal that ends the text counts when whole */
+        sc->ok = scalar_ok(s + tok, tok_n, 0);
+        char last = s[tok + tok_n - 1];
+        int number = s[tok] == '-' || (s[tok] >= '0' && s[tok] <= '9');
+        if (sc->ok && (number ? last >= '0' && last <= '9' : scalar_ok(s + tok, tok_n, 1)))
+            sc->cut = tok + tok_n, sc->depth = sc->stack.n;
     }
-    k3_sbuf_free(&stack);
-    if (!json_is_object(v)) {
-        json_decref(v);
-        v = NULL;
-    }
-    return v;
+}
+
+/* The object the scan closes into, or NULL. */
+static json_t *scan_close(const char *s, const struct scan *sc)
+{
+    if (!sc->ok || !sc->cut) return NULL;
+    struct k3_sbuf t = {0};
+    k3_sbuf_add(&t, s, sc->cut);
+    for (size_t d = sc->depth; d > 0; d--) k3_sbuf_addc(&t, sc->stack.p[d - 1] == '{' ? '}' : ']');
+    json_t *v = json_loadb(t.p, t.n, JSON_ALLOW_NUL, NULL);
+    k3_sbuf_free(&t);
+    if (json_is_object(v)) return v;
+    json_decref(v);
+    return NULL;
 }
 
 json_t *k3_anth_tool_input(const char *args, size_t len)
 {
-    json_t *v = json_loadb(args ? args : "", len, JSON_ALLOW_NUL, NULL);
+    const char *s = args ? args : "";
+    json_t *v = json_loadb(s, len, JSON_ALLOW_NUL, NULL);
     if (json_is_object(v)) return v;
     json_decref(v);
-    v = prefix_object(args ? args : "", len);
+    struct scan sc;
+    json_scan(s, len, &sc);
+    v = scan_close(s, &sc);
+    k3_sbuf_free(&sc.stack);
     return v ? v : json_object();
+}
+
+/* Whether arguments text could still become a JSON object (see json_scan). */
+static int args_well_formed(const char *s, size_t n)
+{
+    struct scan sc;
+    json_scan(s, n, &sc);
+    k3_sbuf_free(&sc.stack);
+    return sc.ok;
 }
 
 /* ---- the whole message -------------------------------------------------------------- */
@@ -223,6 +292,7 @@ struct k3_anth_stream {
     int open_call;      /* the parser's call index of an open tool_use block */
     int think_seen, text_seen, reopened;
     int ended;
+    int args_seen, args_junk;  /* the open tool_use block's arguments: begun; not JSON */
     struct k3_sbuf hold;  /* the open block's incomplete trailing UTF-8 character */
 };
 
@@ -363,11 +433,23 @@ void k3_anth_stream_feed(struct k3_anth_stream *s, const struct k3_outp_delta *d
             tool_block(out, t->id, t->name ? t->name : "", NULL);
             event_end(out);
             s->open_call = t->index;
+            s->args_seen = s->args_junk = 0;
         }
         /* the parser finishes a call before it starts the next, so pieces of another call
          * than the open one do not occur; they would be dropped rather than misfiled */
-        if (t->args.n && s->open == B_TOOL && s->open_call == t->index)
-            delta(s, t->args.p, t->args.n, out);
+        if (!t->args.n || s->open != B_TOOL || s->open_call != t->index) continue;
+        if (!s->args_seen++ && !args_well_formed(t->args.p, t->args.n)) {
+            /* a raw json block that is not an object comes whole, as the call's only
+             * arguments: send the input it stands for, which a partial-JSON reader can read */
+            s->args_junk = 1;
+            json_t *in = k3_anth_tool_input(t->args.p, t->args.n);
+            struct k3_sbuf b = {0};
+            k3_json_py_dump(in, 0, &b);
+            delta(s, b.p, b.n, out);
+            k3_sbuf_free(&b);
+            json_decref(in);
+        }
+        if (!s->args_junk) delta(s, t->args.p, t->args.n, out);
     }
 }
 

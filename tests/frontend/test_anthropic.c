@@ -492,6 +492,27 @@ static json_t *whole_message(const struct k3_outp_result *res, const char *stop_
     return v;
 }
 
+/* --emit DIR: each case's events (per-token and one random chunking) and its non-streamed
+ * Message go to DIR/NAME.K.sse and DIR/NAME.K.json for check_anthropic_sdk.py, which reads
+ * them with the official SDK. */
+static const char *emit_dir;
+
+static void emit_case(const char *name, int k, const char *sse, const json_t *whole)
+{
+    char path[512], base[64];
+    snprintf(base, sizeof base, "%s", name);
+    for (char *c = base; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9'))) *c = '_';
+    snprintf(path, sizeof path, "%s/%s.%d.sse", emit_dir, base, k);
+    FILE *f = fopen(path, "wb");
+    CHECK_MSG(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(sse, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/%s.%d.json", emit_dir, base, k);
+    CHECK(json_dump_file(whole, path, JSON_COMPACT) == 0);
+}
+
 /* Every chunking's events read back equal the non-streamed message. Returns the message. */
 static json_t *stream_checked(const char *name, const char *out, int thinking,
                               enum k3_outp_end why)
@@ -518,6 +539,7 @@ static json_t *stream_checked(const char *name, const char *out, int thinking,
             free(a);
             free(b);
         }
+        if (emit_dir && (k == 2 || k == 5)) emit_case(name, k, sse, whole);
         if (!ref) ref = json_incref(whole);
         else if (!json_equal(ref, whole)) bad_runs++;
         json_decref(whole);
@@ -616,6 +638,15 @@ static void test_stream_cases(void)
     json_decref(want);
     json_decref(m);
 
+    /* cut right after a number argument: the number counts (as the SDK's reader has it) */
+    m = stream_checked("cut after a number", O "tools" S O "call tool=\"f\" index=\"1\"" S O
+                       "argument key=\"a\" type=\"number\"" S "12" C "argument" S O "argu",
+                       0, K3_OUTP_LENGTH);
+    want = json_loads("{\"a\": 12}", 0, NULL);
+    CHECK(json_equal(json_object_get(block(m, 0), "input"), want));
+    json_decref(want);
+    json_decref(m);
+
     /* a raw json block that is not an object: {} */
     m = stream_checked("json block not an object", O "tools" S O "call tool=\"f\" index=\"1\"" S
                        O "json type=\"object\"" S "[1, 2]" C "json" S C "call" S C "tools" S END,
@@ -678,14 +709,28 @@ static void test_tool_input(void)
     input_is("{\"a\": \"x\", \"b\": \"unfin", "{\"a\": \"x\"}");
     input_is("{\"a\": \"x\", \"b\"", "{\"a\": \"x\"}");
     input_is("{\"a\": \"x\", \"b\": ", "{\"a\": \"x\"}");
-    input_is("{\"a\": [1, 2", "{\"a\": [1]}");
+    input_is("{\"a\": [1, 2", "{\"a\": [1, 2]}");
     input_is("{\"a\": [1, 2,", "{\"a\": [1, 2]}");
     input_is("{\"a\": {\"b\": true}, \"c\": tr", "{\"a\": {\"b\": true}}");
     input_is("{\"a\": {\"b\": [{\"c\": \"q\\\"}", "{\"a\": {\"b\": [{}]}}");
-    input_is("{\"k\\\"ey\": \"v\", \"n\": 12", "{\"k\\\"ey\": \"v\"}");
-    input_is("{\"a\": 1} trailing", "{\"a\": 1}");
+    input_is("{\"k\\\"ey\": \"v\", \"n\": 12", "{\"k\\\"ey\": \"v\", \"n\": 12}");
+    input_is("{\"a\": 1} trailing", "{}");
     input_is("{\"a\": [], \"b\": {}, ", "{\"a\": [], \"b\": {}}");
     input_is("]]]}}}", "{}");
+    input_is("{\"a\": 1.", "{}");
+    input_is("{\"a\": -", "{}");
+    input_is("{\"a\": nul", "{}");
+    input_is("{\"a\": null", "{\"a\": null}");
+    input_is("{\"a\": true", "{\"a\": true}");
+    input_is("{\"a\": 1e", "{}");
+    input_is("{\"a\": 1e5", "{\"a\": 100000.0}");
+    input_is("{\"a\": -0", "{\"a\": 0}");
+    input_is("{\"a\": [1,]", "{}");
+    input_is("{\"a\" 1", "{}");
+    input_is("{\"a\": hello}", "{}");
+    input_is("{\"a\": {}, \"b\": [[", "{\"a\": {}, \"b\": [[]]}");
+    input_is("{\"a\": \"x\"}}", "{}");
+    input_is("  {\"a\": 2", "{\"a\": 2}");
 
     char id[K3_ANTH_ID_BYTES];
     k3_anth_tool_id("call_abcdefghijklmnopqrstuvwx", id);
@@ -702,8 +747,9 @@ static void test_tool_input(void)
     k3_sbuf_free(&b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--emit")) emit_dir = argv[2];
     struct k3_err err;
     if (k3_tok_load_files(&tok, K3_TOK_MODEL, K3_TOK_CONFIG, &err)) {
         fprintf(stderr, "test_anthropic: %s\n", err.msg);
