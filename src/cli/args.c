@@ -24,16 +24,21 @@ const struct k3_opt k3_opts[] = {
     {"log-level", "LEVEL", "error, warn, info or debug", "log.level"},
     {"layers", "LIST", "layers: dump: 0-based list such as 7,23,51; gen-weights: range A-B", "dump.layers"},
     {"model-config", "FILE", "a model config.json without weights", NULL},
-    {"seed", "N", "random seed", NULL},
+    {"seed", "N", "random seed (dump --generate: request (sample i, turn k) is seeded from N, i and k)", NULL},
     {"shard-bytes", "B", "largest safetensors shard to write", NULL},
     {"tokenizer", "DIR", "directory with tiktoken.model and tokenizer_config.json", NULL},
     {"input", "FILE", "input file (JSONL conversations or token ids)", NULL},
     {"request", "FILE", "render: a chat-completions request body (JSON; '-' = standard input)", NULL},
     {"final", NULL, "also dump the final hidden state", NULL},
-    {"generate", NULL, "regenerate assistant replies with the model before dumping", NULL},
+    {"generate", NULL, "dump: first regenerate every assistant turn with the model, in order, each on the "
+                       "regenerated history (prompt_ids: append a continuation); loss mask = the generated "
+                       "tokens; resumable through OUT.gen (src/io/README.md)", NULL},
+    {"temperature", "T", "dump --generate: sampling temperature (0 = greedy; default K3's: 1.0 thinking, 0.6 "
+                         "instant, top_p 0.95)", NULL},
     {"text", "TEXT", "input text", NULL},
     {"prompt", "TEXT", "prompt text", NULL},
-    {"max-tokens", "N", "tokens to generate", NULL},
+    {"max-tokens", "N", "tokens to generate (dump --generate: per reply, default 4096; a reply cut here ends "
+                        "its conversation)", NULL},
     {"schema", NULL, "print the deployment schema as a Markdown table", NULL},
     {"json", NULL, "machine-readable JSON output", NULL},
     {"file", "FILE", "read the input from FILE ('-' = standard input)", NULL},

@@ -23,7 +23,7 @@ const struct k3_cmd k3_cmds[] = {
     {"logits", "Run one forward pass over a prompt and write the logits.",
      JOB_OPTS " ids out decode-from dump", k3_cmd_logits, 1, NULL},
     {"dump", "Write hidden states of chosen layers to HDF5 for drafter training.",
-     JOB_OPTS " input out layers final generate dtype", k3_cmd_dump, 1, NULL},
+     JOB_OPTS " input out layers final generate temperature max-tokens seed dtype", k3_cmd_dump, 1, NULL},
     {"gen-weights", "Write a synthetic checkpoint in the published format for a model config.",
      "model-config out seed shard-bytes layers tokenizer", k3_cmd_gen_weights, 0, NULL},
     {"inspect", "Print a checkpoint's (or a config's) architecture, parameters and bytes.",

@@ -45,6 +45,17 @@ static int parse_line(json_t *o, int64_t vocab, struct k3_dump_sample *s, struct
     if (json_is_string(id)) snprintf(s->id, sizeof s->id, "%s", json_string_value(id));
     else if (json_is_integer(id)) snprintf(s->id, sizeof s->id, "%lld", (long long)json_integer_value(id));
     else if (id) return k3_err_set(err, "\"id\" must be a string or an integer");
+    json_t *stop = json_object_get(o, "stop_token_ids");
+    if (stop && (!json_is_array(stop) || json_array_size(stop) > K3_DUMP_MAX_STOP_IDS))
+        return k3_err_set(err, "\"stop_token_ids\" must be an array of at most %d token ids", K3_DUMP_MAX_STOP_IDS);
+    for (size_t i = 0; stop && i < json_array_size(stop); i++) {
+        json_t *v = json_array_get(stop, i);
+        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (x < 0 || x > INT32_MAX || (vocab > 0 && x >= vocab))
+            return k3_err_set(err, "stop_token_ids[%zu] must be a token id in [0, %lld)", i,
+                              (long long)(vocab > 0 ? vocab : INT32_MAX));
+        s->stop_ids[s->n_stop_ids++] = (int32_t)x;
+    }
     json_t *ids = json_object_get(o, "prompt_ids"), *msgs = json_object_get(o, "messages");
     if (!!ids == !!msgs) return k3_err_set(err, "a line needs exactly one of \"prompt_ids\" and \"messages\"");
     if (msgs) {
@@ -52,6 +63,7 @@ static int parse_line(json_t *o, int64_t vocab, struct k3_dump_sample *s, struct
             return k3_err_set(err, "\"messages\" must be a non-empty array");
         s->request = json_deep_copy(o);
         json_object_del(s->request, "id");
+        json_object_del(s->request, "stop_token_ids");
         return 0;
     }
     if (!json_is_array(ids) || json_array_size(ids) == 0)
@@ -71,6 +83,7 @@ static int parse_line(json_t *o, int64_t vocab, struct k3_dump_sample *s, struct
     }
     json_t *m = json_object_get(o, "loss_mask");
     if (m) {
+        s->has_mask = 1;
         if (!json_is_array(m) || (int64_t)json_array_size(m) != s->n)
             return k3_err_set(err, "\"loss_mask\" must be an array as long as prompt_ids (%lld)", (long long)s->n);
         for (int64_t i = 0; i < s->n; i++) {

@@ -3,6 +3,8 @@
  *   {"id": "a1", "prompt_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}   loss_mask optional (default all 1)
  *   {"id": 7, "messages": [{"role": "user", "content": "..."}, ...], "tools": [...]}
  *
+ * plus, for `k3 dump --generate`, "stop_token_ids": [...] (ids that end a
+ * reply besides the model's end of message, at most K3_DUMP_MAX_STOP_IDS),
  * read and checked whole before anything runs, so a bad line stops the job
  * before any output is written, with its line number. Token ids of
  * prompt_ids lines are final here; messages lines keep their JSON for the
@@ -15,11 +17,16 @@
 
 #include "core/err.h"
 
+#define K3_DUMP_MAX_STOP_IDS 6
+
 struct k3_dump_sample {
     char id[128];            /* the line's "id" as text ("" if absent) */
     int64_t line;            /* 1-based line in the file */
     int32_t *ids;            /* prompt_ids lines: [n] */
     uint8_t *mask;           /* [n] */
+    int has_mask;            /* the line gave loss_mask */
+    int32_t stop_ids[K3_DUMP_MAX_STOP_IDS];   /* the line's stop_token_ids */
+    int n_stop_ids;
     int64_t n;
     json_t *request;         /* messages lines: the line without "id" (a chat request) */
 };

@@ -9,6 +9,11 @@
 # takes the whole job at once (the process group: a node going down), or, every
 # third time, one rank only (the MPI launcher then ends the others). Prints
 # 'N passed, N failed'. Label `slow`: about a minute on 2 cores.
+#
+# DUMP_KILL_GENERATE=1: the same with --generate (seeded sampling): kills land while
+# replies are generated (the journal OUT.gen keeps the finished ones) and while
+# states are dumped; the resumed file and the replies must equal the uninterrupted
+# run's.
 set -u
 K3=$(realpath "$1") PY=$2 WORK=$3 NP=$4 KILLS=$5
 shift 5
@@ -22,16 +27,23 @@ mkdir -p "$WORK"
 cd "$WORK" || exit 1
 MODEL=$WORK/k3-tiny
 [ -f "$MODEL/config.json" ] || "$K3" gen-weights --model-config "$ROOT/configs/models/k3-tiny/config.json" --out "$MODEL" >/dev/null
-"$PY" - <<'EOF'
-import json, random
+GEN=${DUMP_KILL_GENERATE:-0}
+N_SAMPLES=160 MAX_LEN=120
+[ "$GEN" = 1 ] && N_SAMPLES=48 MAX_LEN=40
+GEN=$GEN N_SAMPLES=$N_SAMPLES MAX_LEN=$MAX_LEN "$PY" - <<'EOF'
+import json, os, random
 r = random.Random(7)
 with open("kill.jsonl", "w") as f:
-    for i in range(160):
-        n = r.randint(5, 120)
-        f.write(json.dumps({"id": i, "prompt_ids": [r.randrange(1024) for _ in range(n)]}) + "\n")
+    for i in range(int(os.environ["N_SAMPLES"])):
+        n = r.randint(5, int(os.environ["MAX_LEN"]))
+        line = {"id": i, "prompt_ids": [r.randrange(1024) for _ in range(n)]}
+        if os.environ["GEN"] == "1":   # replies that end at different steps
+            line["stop_token_ids"] = [r.randrange(1024) for _ in range(6)]
+        f.write(json.dumps(line) + "\n")
 EOF
 ARGS=(dump --model "$MODEL" --input kill.jsonl --layers 0,4,8 --final --log-level warn --threads 1
       --set dump.chunk_tokens=48 --set scheduler.max_batch_tokens=160 --set scheduler.prefill_chunk_tokens=160)
+[ "$GEN" = 1 ] && ARGS+=(--generate --temperature 1 --max-tokens 48 --seed 5)
 launch() {   # launch OUT: runs the dump in its own process group, prints nothing
     if [ "$NP" = 1 ]; then setsid "$K3" "${ARGS[@]}" --out "$1" >/dev/null 2>>log.txt &
     else setsid "${MPIRUN[@]}" -np "$NP" "$K3" "${ARGS[@]}" --adp "$NP" --out "$1" >/dev/null 2>>log.txt &
@@ -54,7 +66,8 @@ echo "# uninterrupted run: ${full}s"
 landed=0
 for i in $(seq 1 "$KILLS"); do
     pid=$(launch kill.h5)
-    delay=$("$PY" -c "import random; print(round(random.uniform(0.2, $full / 4), 2))")
+    # with --generate, up to half the run: kills land in generation and in the dump
+    delay=$("$PY" -c "import random; print(round(random.uniform(0.2, $full * ($GEN == 1 and 0.5 or 0.25)), 2))")
     sleep "$delay"
     if kill -0 "$pid" 2>/dev/null; then
         landed=$((landed + 1))
@@ -67,7 +80,8 @@ for i in $(seq 1 "$KILLS"); do
     fi
     while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
     committed=$(tail -n 1 kill.h5.journal 2>/dev/null | tr -d '\n')
-    echo "# kill $i after ${delay}s: journal says '${committed:-nothing}'"
+    replies=$(grep -c '^reply ' kill.h5.gen 2>/dev/null)
+    echo "# kill $i after ${delay}s: journal says '${committed:-nothing}'${replies:+, $replies replies in OUT.gen}"
     if [ -f kill.h5 ]; then
         h5dump -H kill.h5 >/dev/null 2>&1
         check "partial file after kill $i opens" $? 0
@@ -84,7 +98,15 @@ a, b = h5py.File("ref.h5", "r"), h5py.File("kill.h5", "r")
 keys = ["tokens", "loss_mask", "sample_offsets", "sample_ids"] + ["hidden/" + k for k in a["hidden"]]
 bad = [k for k in keys if not np.array_equal(a[k][:], b[k][:])]
 print("# datasets compared:", ", ".join(keys))
-sys.exit(1 if bad or int(b.attrs["complete"]) != 1 else 0)
+gen_same = True
+try:
+    ga = sorted(l for l in open("ref.h5.gen") if l.startswith("reply "))
+    gb = sorted(l for l in open("kill.h5.gen") if l.startswith("reply "))
+    gen_same = ga == gb
+    print(f"# OUT.gen: {len(ga)} replies, the same in both runs: {gen_same}")
+except FileNotFoundError:
+    pass
+sys.exit(1 if bad or not gen_same or int(b.attrs["complete"]) != 1 else 0)
 EOF
 check "resumed datasets equal the uninterrupted run's" $? 0
 h5dump kill.h5 >/dev/null 2>&1
