@@ -60,35 +60,33 @@ int k3_utf8_check(const uint8_t *s, size_t n)
     return need + 1;
 }
 
+/* 16 bytes at a time (unicode_simd.h): a block is valid when it has no never-valid byte,
+ * every lead's narrower second-byte range holds, and its continuation bytes are exactly
+ * those its leads (and the block before's) call for. The first failing block, and the tail,
+ * go byte by byte from the character start before them. */
 size_t k3_utf8_valid_prefix(const uint8_t *s, size_t n)
 {
     size_t i = 0;
-    while (i < n) {
-        if (i + 16 <= n) {
-            uint64_t w0, w1;
-            memcpy(&w0, s + i, 8);
-            memcpy(&w1, s + i + 8, 8);
-            if (!((w0 | w1) & 0x8080808080808080ull)) {
-                i += 16;
-                continue;
-            }
+    uint32_t carry = 0; /* continuation bytes the blocks before still need, from bit 0 */
+    while (i + 17 <= n) {
+        struct k3_utf8_blk b = k3_utf8_blk16(s + i);
+        if (!(b.hi | carry)) {
+            i += 16;
+            continue;
         }
+        uint32_t need = carry | (b.l2 | b.l3 | b.l4) << 1 | (b.l3 | b.l4) << 2 | b.l4 << 3;
+        if (b.bad || (need & 0xFFFF) != b.cont) break;
+        carry = need >> 16;
+        i += 16;
+    }
+    if (carry) /* i is inside a character whose lead (before i, all valid) is the last non-continuation byte */
+        do i--;
+        while ((s[i] & 0xC0) == 0x80);
+    while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;
             continue;
-        }
-        /* the common sequences without k3_utf8_check's special cases: 2 bytes, and 3 bytes
-         * led by E1..EC or EE..EF (any two continuation bytes are valid there) */
-        if (i + 2 < n && (s[i + 1] & 0xC0) == 0x80) {
-            if (c >= 0xC2 && c <= 0xDF) {
-                i += 2;
-                continue;
-            }
-            if (c >= 0xE1 && c <= 0xEF && c != 0xED && (s[i + 2] & 0xC0) == 0x80) {
-                i += 3;
-                continue;
-            }
         }
         int k = k3_utf8_check(s + i, n - i);
         if (k <= 0) return i;
@@ -216,14 +214,62 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
     return (k3_uc_flags(k3_utf8_decode(s + i, len)) & K3_UC_PYSPACE) != 0;
 }
 
+/* Can no run of isspace / non-isspace characters in s[0..n) be longer than the wrapper's
+ * limit? Yes when no stretch of more than K3_TOK_MAX_RUN_CHARS bytes lacks an ASCII space
+ * byte, and none lacks a byte that surely starts a non-space character (unicode_simd.h):
+ * a run of more characters spans more bytes than that, all without the other class. Counted
+ * in whole 16-byte blocks: a stretch spans at most RUN_BLOCKS blocks lacking its byte, plus
+ * under 16 bytes on either side (the tail after the last block can only end stretches).
+ * No means "maybe": the exact scan decides. */
+#define RUN_BLOCKS ((K3_TOK_MAX_RUN_CHARS - 30) / 16)
+static int runs_bounded(const uint8_t *s, size_t n)
+{
+    uint32_t sp_run = 0, ns_run = 0, worst = 0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        struct k3_cut_blk b = k3_cut_blk16(s + i);
+        sp_run = b.sp ? 0 : sp_run + 1;
+        ns_run = b.ns ? 0 : ns_run + 1;
+        uint32_t m = sp_run > ns_run ? sp_run : ns_run;
+        worst = m > worst ? m : worst;
+    }
+    return worst <= RUN_BLOCKS;
+}
+
+/* The end of the slice of K3_TOK_MAX_SLICE_CHARS characters from s[i] (or n). */
+static size_t slice_end(const uint8_t *s, size_t i, size_t n)
+{
+    size_t chars = 0;
+    for (; i + 16 <= n; i += 16) {
+        size_t c = 16 - (size_t)k3_popcount32(k3_cut_blk16(s + i).cont);
+        if (chars + c >= K3_TOK_MAX_SLICE_CHARS) break;
+        chars += c;
+    }
+    for (; i < n && chars < K3_TOK_MAX_SLICE_CHARS; i++) chars += (s[i] & 0xC0) != 0x80;
+    while (i < n && (s[i] & 0xC0) == 0x80) i++;
+    return i;
+}
+
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
- * isspace / non-isspace code points is longer than 25,000. Blocks of 16 bytes go at once
- * (unicode_simd.h) when no cut can fall inside them: the block's characters are those of its
- * bytes that are not continuation bytes (a character begun in the block before was counted
- * there), and the run at its end is its trailing characters of the last one's class. */
+ * isspace / non-isspace code points is longer than 25,000. When runs_bounded, only the
+ * slices cut (runs inside a slice are parts of the text's runs). Otherwise, blocks of 16
+ * bytes go at once (unicode_simd.h) when no cut can fall inside them: the block's
+ * characters are those of its bytes that are not continuation bytes (a character begun in
+ * the block before was counted there), and the run at its end is its trailing characters
+ * of the last one's class. */
 static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3_tok_mode mode,
                      struct seg_sink *k)
 {
+    if (runs_bounded(s, n)) {
+        /* n bytes hold at most n characters */
+        size_t i = 0;
+        while (n - i > K3_TOK_MAX_SLICE_CHARS) {
+            size_t e = slice_end(s, i, n);
+            substring(t, s, i, e, mode, k);
+            i = e;
+        }
+        if (i < n) substring(t, s, i, n, mode, k);
+        return;
+    }
     size_t i = 0;
     while (i < n) {
         size_t sub_start = i, n_chars = 0, run = 0;

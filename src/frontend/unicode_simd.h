@@ -30,6 +30,54 @@ struct k3_blk {
     uint32_t hi, cont, space;
 };
 
+/* For the UTF-8 check (k3_utf8_blk16, same conventions, reads p[0..17)):
+ *   cont  continuation bytes;  l2, l3, l4  lead bytes of 2-, 3- and 4-byte sequences
+ *   (C2-DF, E0-EF, F0-F4);  bad  bytes that are never valid (C0, C1, F5-FF) and leads whose
+ *   next byte is outside their narrower range (E0 A0-BF, ED 80-9F, F0 90-BF, F4 80-8F),
+ *   assuming that next byte is a continuation byte (the structure check tests that). */
+struct k3_utf8_blk {
+    uint32_t hi, cont, l2, l3, l4, bad;
+};
+
+/* For the wrapper's run cuts on long texts (k3_cut_blk16, reads p[0..16)): sp = ASCII
+ * isspace bytes; ns = bytes that start a non-space character for sure: ASCII non-space, or
+ * a lead byte other than C2, E1, E2, E3 (the leads of every non-ASCII space); cont =
+ * continuation bytes. Runs are bounded by these conservatively (tokenizer.c). */
+struct k3_cut_blk {
+    uint32_t sp, ns, cont;
+};
+
+static inline struct k3_cut_blk k3_cut_blk16_scalar(const uint8_t *p)
+{
+    struct k3_cut_blk r = {0, 0, 0};
+    for (int i = 0; i < 16; i++) {
+        uint8_t b = p[i];
+        int sp = (b >= 0x09 && b <= 0x0D) || (b >= 0x1C && b <= 0x20);
+        r.sp |= (uint32_t)sp << i;
+        r.ns |= (uint32_t)((b < 0x80 && !sp) || (b >= 0xC3 && b <= 0xE0) || b >= 0xE4) << i;
+        r.cont |= (uint32_t)(b >= 0x80 && b <= 0xBF) << i;
+    }
+    return r;
+}
+
+static inline struct k3_utf8_blk k3_utf8_blk16_scalar(const uint8_t *p)
+{
+    struct k3_utf8_blk r = {0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 16; i++) {
+        uint8_t b = p[i], b1 = p[i + 1];
+        r.hi |= (uint32_t)(b >> 7) << i;
+        r.cont |= (uint32_t)(b >= 0x80 && b <= 0xBF) << i;
+        r.l2 |= (uint32_t)(b >= 0xC2 && b <= 0xDF) << i;
+        r.l3 |= (uint32_t)(b >= 0xE0 && b <= 0xEF) << i;
+        r.l4 |= (uint32_t)(b >= 0xF0 && b <= 0xF4) << i;
+        int bad = b == 0xC0 || b == 0xC1 || b >= 0xF5 || (b == 0xE0 && b1 < 0xA0 && b1 >= 0x80) ||
+                  (b == 0xED && b1 > 0x9F && b1 <= 0xBF) || (b == 0xF0 && b1 < 0x90 && b1 >= 0x80) ||
+                  (b == 0xF4 && b1 > 0x8F && b1 <= 0xBF);
+        r.bad |= (uint32_t)bad << i;
+    }
+    return r;
+}
+
 /* The definition, one byte at a time (b = p[i], b1 = p[i + 1], b2 = p[i + 2]). */
 static inline int k3_blk_space_at(uint8_t b, uint8_t b1, uint8_t b2)
 {
@@ -83,6 +131,52 @@ static inline struct k3_blk k3_blk16(const uint8_t *p)
 #undef K3_B
     return r;
 }
+
+static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+#define K3_B(x) _mm_set1_epi8((char)(x))
+    __m128i sp = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0x08)), _mm_cmplt_epi8(v, K3_B(0x0E))),
+                              _mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0x1B)), _mm_cmplt_epi8(v, K3_B(0x21))));
+    /* signed: ASCII >= 0; C3..E0 = -61..-32; E4..FF = -28..-1 */
+    __m128i lead = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0xC2)), _mm_cmplt_epi8(v, K3_B(0xE1))),
+                                _mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0xE3)), _mm_cmplt_epi8(v, _mm_setzero_si128())));
+    __m128i ascii_ns = _mm_andnot_si128(sp, _mm_cmpgt_epi8(v, K3_B(0xFF)));
+    struct k3_cut_blk r;
+    r.sp = (uint32_t)_mm_movemask_epi8(sp);
+    r.ns = (uint32_t)_mm_movemask_epi8(_mm_or_si128(ascii_ns, lead));
+    r.cont = (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(v, K3_B(0xC0)));
+#undef K3_B
+    return r;
+}
+
+static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p)
+{
+    /* Signed compares: 0x80..0xBF = -128..-65, 0xC0..0xFF = -64..-1. */
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i v1 = _mm_loadu_si128((const __m128i *)(p + 1));
+#define K3_B(x) _mm_set1_epi8((char)(x))
+/* lo..hi inside C1..FF or 00..7E as signed bytes (lo - 1 and hi + 1 must not wrap) */
+#define K3_IN(x, lo, hi) _mm_and_si128(_mm_cmpgt_epi8(x, K3_B((lo) - 1)), _mm_cmplt_epi8(x, K3_B((hi) + 1)))
+    __m128i bad = _mm_or_si128(_mm_cmplt_epi8(v, K3_B(0xC2)), _mm_cmpgt_epi8(v, K3_B(0xF4)));
+    bad = _mm_andnot_si128(_mm_cmplt_epi8(v, K3_B(0xC0)), bad); /* C0, C1 (and not 80..BF) */
+    bad = _mm_and_si128(bad, _mm_cmplt_epi8(v, _mm_setzero_si128()));
+    __m128i nr = _mm_or_si128(
+        _mm_or_si128(_mm_and_si128(_mm_cmpeq_epi8(v, K3_B(0xE0)), _mm_cmplt_epi8(v1, K3_B(0xA0))),
+                     _mm_and_si128(_mm_cmpeq_epi8(v, K3_B(0xED)), K3_IN(v1, 0xA0, 0xBF))),
+        _mm_or_si128(_mm_and_si128(_mm_cmpeq_epi8(v, K3_B(0xF0)), _mm_cmplt_epi8(v1, K3_B(0x90))),
+                     _mm_and_si128(_mm_cmpeq_epi8(v, K3_B(0xF4)), K3_IN(v1, 0x90, 0xBF))));
+    struct k3_utf8_blk r;
+    r.hi = (uint32_t)_mm_movemask_epi8(v);
+    r.cont = (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(v, K3_B(0xC0)));
+    r.l2 = (uint32_t)_mm_movemask_epi8(K3_IN(v, 0xC2, 0xDF));
+    r.l3 = (uint32_t)_mm_movemask_epi8(K3_IN(v, 0xE0, 0xEF));
+    r.l4 = (uint32_t)_mm_movemask_epi8(K3_IN(v, 0xF0, 0xF4));
+    r.bad = (uint32_t)_mm_movemask_epi8(_mm_or_si128(bad, nr));
+#undef K3_IN
+#undef K3_B
+    return r;
+}
 #elif defined(__aarch64__) && defined(__ARM_NEON) && !defined(K3_TOK_NO_SIMD)
 static inline uint32_t k3_neon_mask(uint8x16_t m)
 {
@@ -113,8 +207,49 @@ static inline struct k3_blk k3_blk16(const uint8_t *p)
 #undef K3_B
     return r;
 }
+
+static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p);
+#define K3_B(x) vdupq_n_u8(x)
+#define K3_IN(x, lo, hi) vandq_u8(vcgeq_u8(x, K3_B(lo)), vcleq_u8(x, K3_B(hi)))
+    uint8x16_t sp = vorrq_u8(K3_IN(v, 0x09, 0x0D), K3_IN(v, 0x1C, 0x20));
+    uint8x16_t lead = vorrq_u8(K3_IN(v, 0xC3, 0xE0), vcgeq_u8(v, K3_B(0xE4)));
+    struct k3_cut_blk r;
+    r.sp = k3_neon_mask(sp);
+    r.ns = k3_neon_mask(vorrq_u8(vbicq_u8(vcltq_u8(v, K3_B(0x80)), sp), lead));
+    r.cont = k3_neon_mask(K3_IN(v, 0x80, 0xBF));
+#undef K3_IN
+#undef K3_B
+    return r;
+}
+
+static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p), v1 = vld1q_u8(p + 1);
+#define K3_B(x) vdupq_n_u8(x)
+#define K3_IN(x, lo, hi) vandq_u8(vcgeq_u8(x, K3_B(lo)), vcleq_u8(x, K3_B(hi)))
+    uint8x16_t bad = vorrq_u8(K3_IN(v, 0xC0, 0xC1), vcgeq_u8(v, K3_B(0xF5)));
+    uint8x16_t nr = vorrq_u8(
+        vorrq_u8(vandq_u8(vceqq_u8(v, K3_B(0xE0)), K3_IN(v1, 0x80, 0x9F)),
+                 vandq_u8(vceqq_u8(v, K3_B(0xED)), K3_IN(v1, 0xA0, 0xBF))),
+        vorrq_u8(vandq_u8(vceqq_u8(v, K3_B(0xF0)), K3_IN(v1, 0x80, 0x8F)),
+                 vandq_u8(vceqq_u8(v, K3_B(0xF4)), K3_IN(v1, 0x90, 0xBF))));
+    struct k3_utf8_blk r;
+    r.hi = k3_neon_mask(vcgeq_u8(v, K3_B(0x80)));
+    r.cont = k3_neon_mask(K3_IN(v, 0x80, 0xBF));
+    r.l2 = k3_neon_mask(K3_IN(v, 0xC2, 0xDF));
+    r.l3 = k3_neon_mask(K3_IN(v, 0xE0, 0xEF));
+    r.l4 = k3_neon_mask(K3_IN(v, 0xF0, 0xF4));
+    r.bad = k3_neon_mask(vorrq_u8(bad, nr));
+#undef K3_IN
+#undef K3_B
+    return r;
+}
 #else
 static inline struct k3_blk k3_blk16(const uint8_t *p) { return k3_blk16_scalar(p); }
+static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p) { return k3_utf8_blk16_scalar(p); }
+static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p) { return k3_cut_blk16_scalar(p); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */

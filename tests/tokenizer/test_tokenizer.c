@@ -209,6 +209,138 @@ static void test_cuts_multibyte(void)
     }
 }
 
+/* The wrapper's cuts, written as tokenization_kimi.py does them, one code point at a time:
+ * slices of 400,000, and inside each _split_whitespaces_or_nonwhitespaces. Appends the
+ * substrings' end offsets to ends. */
+static size_t ref_cuts(const uint8_t *s, size_t n, size_t *ends)
+{
+    size_t n_ends = 0, i = 0;
+    while (i < n) {
+        size_t start = i, chars = 0, run = 0;
+        int run_space = -1;
+        while (i < n && chars < K3_TOK_MAX_SLICE_CHARS) {
+            int len;
+            int sp = !!(k3_uc_flags(k3_utf8_decode(s + i, &len)) & K3_UC_PYSPACE);
+            if (run_space < 0) run_space = sp;
+            if (sp != run_space) {
+                run = 1;
+                run_space = sp;
+            } else if (++run > K3_TOK_MAX_RUN_CHARS) {
+                ends[n_ends++] = i;
+                start = i;
+                run = 1;
+            }
+            i += (size_t)len;
+            chars++;
+        }
+        (void)start;
+        ends[n_ends++] = i;
+    }
+    return n_ends;
+}
+
+/* Texts of runs near the 25,000 limit (and short ones), of 1- to 4-byte characters of both
+ * classes, some over 400,000 characters: encode(text) equals the concatenation of its
+ * reference substrings' encodings (the 16-byte-block run check must never miss a cut). */
+static void test_cuts_random(void)
+{
+    static const char *space[] = {" ", "\n", "\t", "\xC2\xA0", "\xE3\x80\x80", "\xE2\x80\x83", "\x1c"};
+    static const char *word[] = {"a", "Z", "7", ".", "\xC3\xA9", "\xE4\xB8\xAD", "\xE3\x81\x82",
+                                 "\xF0\x9F\x98\x80", "\xE1\x9A\x81", "\xC2\xA1"};
+    size_t cap = 1600000;
+    uint8_t *text = malloc(cap + 8);
+    size_t *ends = malloc(sizeof(size_t) * 4096);
+    int bad = 0;
+    for (int k = 0; k < 12; k++) {
+        size_t n = 0, target = k < 9 ? 60000 + rnd() % 100000 : 1200000 + rnd() % 300000;
+        int cls = (int)(rnd() & 1);
+        while (n + 4 * 25100 < cap && n < target) {
+            /* short runs; runs of about 25,000 characters; runs whose bytes are near the
+             * limit (3- and 2-byte characters), which the block check must pass or refuse */
+            uint32_t kind = rnd() % 8;
+            size_t run = kind < 5 ? 1 + rnd() % 40 : kind == 5 ? 24980 + rnd() % 40
+                                  : kind == 6 ? 8300 + rnd() % 40 : 12460 + rnd() % 80;
+            const char **units = cls ? space : word;
+            size_t n_units = cls ? 7 : 10, one = rnd() % 4 ? rnd() % n_units : n_units;
+            for (size_t r = 0; r < run; r++) {
+                const char *u = units[one < n_units ? one : rnd() % n_units];
+                size_t l = strlen(u);
+                memcpy(text + n, u, l);
+                n += l;
+            }
+            cls ^= 1;
+        }
+        size_t n_ends = ref_cuts(text, n, ends), a = 0;
+        struct k3_tok_ids all, want = {0}, part;
+        encode_str((const char *)text, n, NULL, &all);
+        for (size_t e = 0; e < n_ends; e++) {
+            encode_str((const char *)text + a, ends[e] - a, NULL, &part);
+            want.ids = realloc(want.ids, (want.n + part.n) * sizeof(int32_t));
+            memcpy(want.ids + want.n, part.ids, part.n * sizeof(int32_t));
+            want.n += part.n;
+            k3_tok_ids_free(&part);
+            a = ends[e];
+        }
+        bad += all.n != want.n || memcmp(all.ids, want.ids, all.n * sizeof(int32_t));
+        k3_tok_ids_free(&all);
+        free(want.ids);
+    }
+    CHECK_MSG(bad == 0, "%d of 12 texts encode differently from their reference substrings", bad);
+    free(text);
+    free(ends);
+}
+
+/* k3_utf8_valid_prefix (16-byte blocks) against k3_utf8_check byte by byte, on valid text
+ * with one defect (a random byte, a cut sequence, a surrogate, an overlong form) at every
+ * offset of a block; and the SIMD UTF-8 and cut masks against their byte loops. */
+static size_t ref_valid_prefix(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        int k = k3_utf8_check(s + i, n - i);
+        if (k <= 0) return i;
+        i += (size_t)k;
+    }
+    return n;
+}
+
+static void test_utf8_blocks(void)
+{
+    static const char *units[] = {"a", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80", "\xED\x9F\xBF",
+                                  "\xE0\xA0\x80", "\xF4\x8F\xBF\xBF", "\xF0\x90\x80\x80"};
+    static const char *defects[] = {"\xC0\x80", "\xED\xA0\x80", "\xE0\x9F\xBF", "\xF0\x8F\xBF\xBF",
+                                    "\xF4\x90\x80\x80", "\xE4\xB8", "\x80", "\xF5", "\xFF", "\xC2"};
+    uint8_t buf[256];
+    int bad = 0, n_cases = 0;
+    for (int k = 0; k < 20000; k++) {
+        size_t n = 0, len = 20 + rnd() % 200;
+        while (n < len) {
+            const char *u = units[rnd() % 8];
+            memcpy(buf + n, u, strlen(u));
+            n += strlen(u);
+        }
+        if (k % 4) { /* one defect at a random character boundary or anywhere */
+            size_t at = rnd() % n;
+            const char *d = defects[rnd() % 10];
+            size_t dl = strlen(d);
+            if (at + dl <= sizeof buf) memcpy(buf + at, d, dl);
+            if (at + dl > n && at + dl <= sizeof buf) n = at + dl;
+        }
+        bad += k3_utf8_valid_prefix(buf, n) != ref_valid_prefix(buf, n);
+        n_cases++;
+    }
+    CHECK_MSG(bad == 0, "%d of %d texts: SIMD UTF-8 check differs", bad, n_cases);
+    bad = 0;
+    for (int k = 0; k < 200000; k++) {
+        uint8_t b[32];
+        for (int i = 0; i < 32; i++) b[i] = k & 1 ? (uint8_t)rnd() : (uint8_t)(0x7F + rnd() % 0x81);
+        struct k3_utf8_blk u = k3_utf8_blk16(b), us = k3_utf8_blk16_scalar(b);
+        struct k3_cut_blk c = k3_cut_blk16(b), cs = k3_cut_blk16_scalar(b);
+        bad += u.hi != us.hi || u.cont != us.cont || u.l2 != us.l2 || u.l3 != us.l3 || u.l4 != us.l4 ||
+               u.bad != us.bad || c.sp != cs.sp || c.ns != cs.ns || c.cont != cs.cont;
+    }
+    CHECK_MSG(bad == 0, "%d blocks: %s UTF-8/cut masks differ from the byte loops", bad, K3_BLK_SIMD);
+}
+
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
  * both paths (the heap starts above 128 bytes), from repetitive and random bytes. */
 static void test_bpe_paths(void)
@@ -421,6 +553,8 @@ int main(void)
     test_cuts();
     test_simd_blocks();
     test_cuts_multibyte();
+    test_cuts_random();
+    test_utf8_blocks();
     test_bpe_paths();
     test_threads();
     test_decode();
