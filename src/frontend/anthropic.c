@@ -412,9 +412,13 @@ static int tr_tool_choice(struct k3_anth_req *r, const json_t *tc, const json_t 
     return 0;
 }
 
-static int tr_thinking(const json_t *th, long long max_tokens, json_t *out,
+/* thinking -> the OpenAI thinking object; output_config.effort -> thinking.effort (K3 has
+ * low / high / max: medium rounds up to high, xhigh to max); output_config.format ->
+ * response_format json_schema (strict, as Kimi's default). */
+static int tr_thinking(const json_t *root, long long max_tokens, json_t *out,
                        struct k3_api_err *e)
 {
+    const json_t *th = json_object_get(root, "thinking");
     const char *mode = "disabled";
     if (!absent(th)) {
         const json_t *type = json_is_object(th) ? json_object_get(th, "type") : NULL;
@@ -427,15 +431,41 @@ static int tr_thinking(const json_t *th, long long max_tokens, json_t *out,
                 return fail(e, "thinking", "thinking.budget_tokens (%lld) must be less than "
                             "max_tokens (%lld)", (long long)json_integer_value(b), max_tokens);
             mode = "enabled";
-        } else if (str_is(type, "adaptive")) {
+        } else if (str_is(type, "adaptive") || str_is(type, "between_tools")) {
             mode = "enabled";
         } else if (!str_is(type, "disabled")) {
             return fail(e, "thinking", "thinking must be {\"type\": \"enabled\", "
-                        "\"budget_tokens\": N}, {\"type\": \"adaptive\"} or {\"type\": "
-                        "\"disabled\"}");
+                        "\"budget_tokens\": N}, {\"type\": \"adaptive\"}, {\"type\": "
+                        "\"between_tools\"} or {\"type\": \"disabled\"}");
         }
     }
-    json_object_set_new(out, "thinking", json_pack("{s:s}", "type", mode));
+    json_t *oth = json_pack("{s:s}", "type", mode);
+    json_object_set_new(out, "thinking", oth);
+    const json_t *oc = json_object_get(root, "output_config");
+    if (absent(oc)) return 0;
+    if (!json_is_object(oc)) return fail(e, "output_config", "output_config must be an object");
+    const json_t *eff = json_object_get(oc, "effort");
+    if (!absent(eff)) {
+        static const char *const from[] = {"low", "medium", "high", "xhigh", "max"};
+        static const char *const to[] = {"low", "high", "high", "max", "max"};
+        size_t k = 0;
+        while (k < 5 && !str_is(eff, from[k])) k++;
+        if (k == 5)
+            return fail(e, "output_config", "output_config.effort must be low, medium, high, "
+                        "xhigh or max");
+        json_object_set_new(oth, "effort", json_string(to[k]));
+    }
+    const json_t *fmt = json_object_get(oc, "format");
+    if (!absent(fmt)) {
+        const json_t *schema = json_is_object(fmt) ? json_object_get(fmt, "schema") : NULL;
+        if (!str_is(json_object_get(fmt, "type"), "json_schema") || !json_is_object(schema))
+            return fail(e, "output_config", "output_config.format must be {\"type\": "
+                        "\"json_schema\", \"schema\": {...}}");
+        json_object_set_new(out, "response_format",
+                            json_pack("{s:s, s:{s:s, s:O, s:b}}", "type", "json_schema",
+                                      "json_schema", "name", "output", "schema", schema,
+                                      "strict", 1));
+    }
     return 0;
 }
 
@@ -543,7 +573,7 @@ int k3_anth_req_from_json(json_t *root, struct k3_anth_req *r, struct k3_api_err
         if (tr_tools(tools, ot, e)) goto fail;
     }
     if (tr_tool_choice(r, json_object_get(root, "tool_choice"), tools, out, e) ||
-        tr_thinking(json_object_get(root, "thinking"), json_integer_value(mt), out, e) ||
+        tr_thinking(root, json_integer_value(mt), out, e) ||
         tr_sampling(r, root, out, e))
         goto fail;
     if (k3_chat_req_from_json(out, &r->chat, e)) {

@@ -33,10 +33,13 @@
  *     with), tool{name} -> "required" too: K3 has no prompt form that names one tool, the
  *     "must call tools" note is the nearest, and the named tool is not forced (that needs
  *     constrained decoding). disable_parallel_tool_use is accepted and not enforced.
- *   - thinking {type:"enabled", budget_tokens >= 1024 and < max_tokens} or "adaptive" ->
- *     thinking on at the default effort (max); budget_tokens is validated but does not cap
- *     the reasoning (only max_tokens does); "disabled" or absent -> off (Anthropic's
- *     default is no extended thinking; the OpenAI path's default is on).
+ *   - thinking {type:"enabled", budget_tokens >= 1024 and < max_tokens}, "adaptive" or
+ *     "between_tools" -> thinking on; budget_tokens is validated but does not cap the
+ *     reasoning (only max_tokens does); "disabled" or absent -> off (Anthropic's default
+ *     is no extended thinking; the OpenAI path's default is on). output_config.effort ->
+ *     the thinking effort (default max; K3 knows low / high / max, so medium -> high and
+ *     xhigh -> max); output_config.format {type:"json_schema", schema} -> response_format
+ *     json_schema (strict), i.e. K3's response-format note.
  *   - sampling: Kimi's fixed policy applies exactly as on the OpenAI path (temperature in
  *     [0, 1], top_p only 0.95; absent temperature -> 1.0 thinking / 0.6 instant, Kimi's
  *     recommendation rather than Anthropic's 1.0); top_k >= 0 passes through (0 = off);

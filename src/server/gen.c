@@ -406,6 +406,7 @@ int k3_gen_wait(struct k3_gen *g, double timeout_s, struct k3_gen_events *ev)
         ev->finish_reason = p->finish_reason;
         ev->error = p->error;
         ev->usage = p->usage;
+        ev->stop_matched = p->stop_matched;
     }
     pthread_mutex_unlock(&g->mu);
     return got;

@@ -211,6 +211,12 @@ static void test_validation(void)
             "stop_sequences must be");
     rejects("stop 17", "{" HEAD "'stop_sequences': ['a','b','c','d','e','f','g','h','i','j','k',"
             "'l','m','n','o','p','q'], 'messages': [" USER "]}", "at most 16");
+    rejects("output_config string", "{" HEAD "'output_config': 'x', 'messages': [" USER "]}",
+            "output_config must be an object");
+    rejects("effort bogus", "{" HEAD "'output_config': {'effort': 'huge'}, 'messages': [" USER "]}",
+            "output_config.effort");
+    rejects("format not json_schema", "{" HEAD "'output_config': {'format': {'type': 'text'}}, "
+            "'messages': [" USER "]}", "output_config.format");
     rejects("metadata array", "{" HEAD "'metadata': [], 'messages': [" USER "]}", "metadata");
     rejects("metadata user_id", "{" HEAD "'metadata': {'user_id': 3}, 'messages': [" USER "]}",
             "metadata.user_id");
@@ -261,6 +267,23 @@ static void test_mapping(void)
     k3_anth_req_free(&r);
     accepts("disabled", "{" HEAD "'thinking': {'type': 'disabled'}, 'messages': [" USER "]}", &r);
     CHECK(r.chat.thinking == 0);
+    k3_anth_req_free(&r);
+    accepts("between_tools + effort", "{" HEAD "'thinking': {'type': 'between_tools'}, "
+            "'output_config': {'effort': 'medium'}, 'messages': [" USER "]}", &r);
+    CHECK(r.chat.thinking == 1 && !strcmp(r.chat.effort, "high"));
+    k3_anth_req_free(&r);
+    accepts("effort xhigh", "{" HEAD "'thinking': {'type': 'adaptive'}, 'output_config': "
+            "{'effort': 'xhigh'}, 'messages': [" USER "]}", &r);
+    CHECK(r.chat.thinking == 1 && !strcmp(r.chat.effort, "max"));
+    k3_anth_req_free(&r);
+    accepts("effort low", "{" HEAD "'thinking': {'type': 'adaptive'}, 'output_config': "
+            "{'effort': 'low'}, 'messages': [" USER "]}", &r);
+    CHECK(!strcmp(r.chat.effort, "low"));
+    k3_anth_req_free(&r);
+    accepts("format", "{" HEAD "'output_config': {'format': {'type': 'json_schema', 'schema': "
+            "{'type': 'object', 'properties': {'a': {'type': 'integer'}}}}}, 'messages': [" USER "]}", &r);
+    CHECK(r.chat.rf_type == K3_RF_JSON_SCHEMA &&
+          json_is_object(json_object_get(r.chat.response_schema, "properties")));
     k3_anth_req_free(&r);
 
     accepts("sampling", "{" HEAD "'temperature': 0.3, 'top_p': 0.95, 'top_k': 40, 'seed': 7, "
@@ -415,6 +438,13 @@ static void test_same_prompt(void)
                 "{'model': 'm', 'max_tokens': 4096, 'messages': [{'role': 'user', 'content': "
                 "'hello'}, {'role': 'assistant', 'reasoning_content': 'Let me see', 'content': "
                 "'', 'partial': true}]}");
+    same_prompt("effort and output format",
+                "{'model': 'm', 'max_tokens': 64, 'thinking': {'type': 'adaptive'}, 'output_config': "
+                "{'effort': 'low', 'format': {'type': 'json_schema', 'schema': {'type': 'object'}}}, "
+                "'messages': [" USER "]}",
+                "{'model': 'm', 'max_tokens': 64, 'thinking': {'type': 'enabled', 'effort': 'low'}, "
+                "'response_format': {'type': 'json_schema', 'json_schema': {'name': 'output', "
+                "'schema': {'type': 'object'}}}, 'messages': [{'role': 'user', 'content': 'hello'}]}");
     same_prompt("tool_choice none, stop, temperature",
                 "{" HEAD "'temperature': 0.2, 'stop_sequences': ['X'], 'tools': [" TOOL("f") "], "
                 "'tool_choice': {'type': 'none'}, 'messages': [" USER "]}",
