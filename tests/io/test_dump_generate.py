@@ -7,7 +7,8 @@
    reference's intermediate (validation/reference/k3ref.py, as in test_dump_cli);
    each sample is its prompt (mask 0) followed by the reply in OUT.gen (mask 1); each
    reply equals `k3 generate` on the same prompt, seed, temperature, top_p, max_tokens
-   and stop ids under the same layout.
+   and stop ids under the same layout, submitted in reverse order (so in other batch
+   slots and attention groups).
 2. Resume: the same command again leaves the file as it is; with the HDF5 file removed,
    the replies come from OUT.gen (no generation) and the datasets are the same.
 3. With --tok-dir (the Kimi tokenizer, k3-tiny-chat): a two-turn conversation, greedy,
@@ -121,7 +122,8 @@ def prompt_ids_case(k3, work, mpirun):
         t.check("regenerated" in f.attrs["generate"] and "generated continuation" in f.attrs["loss_mask_semantics"],
                 f"{tag}: attributes say how the tokens came about")
         f.close()
-        got = generate(k3, launch, model, reqs, out + ".generate.jsonl", par)
+        # in reverse order: other batch slots and attention groups, the same draws
+        got = generate(k3, launch, model, reqs[::-1], out + ".generate.jsonl", par)[::-1]
         for i, g in enumerate(got):
             seed, finish, ids = replies[(i, 0)]
             t.check(g is not None and g[0] == ids and g[1] == finish,
