@@ -28,6 +28,7 @@ struct k3_http {
     int port;
     size_t max_body;
     atomic_int stopping;
+    atomic_int n_streams;      /* streamed responses not yet completed */
 };
 
 /* One request on a connection (MHD's con_cls). */
@@ -83,8 +84,10 @@ static enum MHD_Result respond(struct MHD_Connection *mc, struct conn *c, const 
     k3_srv_dispatch(c->h->srv, rq, &c->resp);
     c->have_resp = 1;
     struct MHD_Response *r;
-    if (c->resp.stream.next)
+    if (c->resp.stream.next) {
+        atomic_fetch_add(&c->h->n_streams, 1); /* until on_completed */
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, read_stream, c, NULL);
+    }
     else
         r = MHD_create_response_from_buffer(c->resp.body.n, c->resp.body.p ? c->resp.body.p : (char *)"",
                                             MHD_RESPMEM_MUST_COPY);
@@ -140,6 +143,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     (void)cls, (void)mc;
     struct conn *c = *con_cls;
     if (!c) return;
+    if (c->resp.stream.next) atomic_fetch_sub(&c->h->n_streams, 1);
     if (c->resp.stream.close) {
         int aborted = !(toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && c->ended);
         if (aborted) K3_DEBUG("http: a client left before its stream ended (code %d)", (int)toe);
@@ -215,6 +219,9 @@ void k3_http_quiesce(struct k3_http *h)
 void k3_http_stop(struct k3_http *h)
 {
     if (!h) return;
+    /* Streams whose generation is over still send their last events and [DONE]: give
+     * them a moment (they need no engine step) before the connections are closed. */
+    for (int i = 0; i < 500 && atomic_load(&h->n_streams) > 0; i++) usleep(10 * 1000);
     atomic_store(&h->stopping, 1);
     MHD_stop_daemon(h->d);
     free(h);

@@ -121,12 +121,12 @@ void k3_metrics_write(struct k3_metrics *m, const struct k3_sched_stats *st, int
     k3_sbuf_addf(o, "k3_requests_running %d\n", st->running);
     head(o, "k3_kda_slots_free", "gauge", "Free KDA state slots, summed over attention groups.");
     k3_sbuf_addf(o, "k3_kda_slots_free %d\n", st->free_slots);
-    head(o, "k3_kda_slots_total", "gauge", "KDA state slots, summed over attention groups.");
-    k3_sbuf_addf(o, "k3_kda_slots_total %d\n", st->total_slots);
+    head(o, "k3_kda_slots_capacity", "gauge", "KDA state slots, summed over attention groups.");
+    k3_sbuf_addf(o, "k3_kda_slots_capacity %d\n", st->total_slots);
     head(o, "k3_mla_blocks_free", "gauge", "Free MLA latent-KV blocks, summed over groups.");
     k3_sbuf_addf(o, "k3_mla_blocks_free %d\n", st->free_blocks);
-    head(o, "k3_mla_blocks_total", "gauge", "MLA latent-KV blocks, summed over groups.");
-    k3_sbuf_addf(o, "k3_mla_blocks_total %d\n", st->total_blocks);
+    head(o, "k3_mla_blocks_capacity", "gauge", "MLA latent-KV blocks, summed over groups.");
+    k3_sbuf_addf(o, "k3_mla_blocks_capacity %d\n", st->total_blocks);
     head(o, "k3_steps_total", "counter", "Engine steps run.");
     k3_sbuf_addf(o, "k3_steps_total %llu\n", (unsigned long long)st->steps);
     head(o, "k3_preemptions_total", "counter", "Sequences preempted for lack of MLA blocks.");
