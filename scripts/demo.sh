@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# demo.sh - set up, build, and run the main job on the tiny built-in model:
-#   1. `k3 --help` and the effective tiny deployment configuration (2 ranks);
-#   2. a synthetic k3-tiny checkpoint in the published format (`k3 gen-weights`)
-#      and its summary (`k3 inspect`);
-#   3. the model sharded over 4 MPI ranks (2 attention groups x TP 2, experts
-#      over all 4) computing logits, checked against one rank;
-#   4. the Kimi tokenizer on a sentence, when ../shared/data has the vocabulary.
-# The server demo replaces step 3 once `k3 serve` exists.
+# demo.sh - the main job on a fresh machine: set up, build, write the synthetic k3-tiny-chat
+# checkpoint with the Kimi tokenizer, serve it with `mpirun -np 2 k3 serve` on two CPU ranks,
+# send one chat request with a tool through the OpenAI-compatible API (the official openai
+# Python SDK), print the parsed answer, and stop the server with SIGTERM.
+# The model is random: its text is gibberish. The point is the plumbing: tokenizer, K3 chat
+# template, scheduler, sharded forward over MPI ranks, sampler, output parser, HTTP API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -17,28 +15,55 @@ k3=./build/k3
 out=build/demo
 mkdir -p "$out"
 
-$k3 --help
-mpirun --oversubscribe -np 2 $k3 config --config configs/deploy/tiny-2rank.cfg
+tok=../shared/data/kimi-tokenizer cfg=../shared/data/kimi-k3/tokenizer_config.json
+if [ ! -f "$tok/tiktoken.model" ] || [ ! -f "$cfg" ]; then
+    echo "demo: the Kimi tokenizer is not in ../shared/data (tiktoken.model, tokenizer_config.json)" >&2
+    exit 1
+fi
+# gen-weights copies the tokenizer files next to the weights, where `k3 serve` finds them
+[ -f "$out/k3-tiny-chat/tokenizer_config.json" ] ||
+    $k3 gen-weights --model-config configs/models/k3-tiny-chat/config.json --out "$out/k3-tiny-chat" \
+        --seed 1 --tokenizer "$tok,$(dirname "$cfg")"
 
-[ -f "$out/k3-tiny/model.safetensors.index.json" ] ||
-    $k3 gen-weights --model-config configs/models/k3-tiny/config.json --out "$out/k3-tiny" --seed 1
-$k3 inspect --model "$out/k3-tiny"
+log=$out/serve.log
+mpirun --oversubscribe -np 2 $k3 serve --model "$out/k3-tiny-chat" --config configs/deploy/tiny-2rank.cfg \
+    --port 0 >"$log" 2>&1 &
+mpirun_pid=$!
+stop() {  # SIGTERM to every rank, as srun/scancel deliver it (mpirun itself aborts on SIGTERM)
+    local ranks
+    ranks=$(ps -o pid= --ppid "$mpirun_pid" || true)
+    [ -n "$ranks" ] && kill -TERM $ranks 2>/dev/null || true
+}
+trap stop EXIT
+port=
+for _ in $(seq 600); do
+    port=$(sed -n 's/.*serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+    [ -n "$port" ] && break
+    kill -0 "$mpirun_pid" 2>/dev/null || { cat "$log"; exit 1; }
+    sleep 0.2
+done
+grep -E "engine:|serving" "$log"
 
-ids=1,17,42,300,5,8,13,21,34,55
-$k3 logits --model "$out/k3-tiny" --ids $ids --decode-from 6 --out "$out/one.npy" --log-level warn
-mpirun --oversubscribe -np 4 $k3 logits --model "$out/k3-tiny" --ids $ids --decode-from 6 \
-    --tp 2 --adp 2 --out "$out/four.npy"
-.venv/bin/python3 - "$out/one.npy" "$out/four.npy" <<'PY'
-import sys, numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-print(f"logits {a.shape}: 4 ranks (tp 2 x adp 2) vs 1 rank, max|diff|/max|ref| = "
-      f"{np.abs(a - b).max() / np.abs(a).max():.2e}; greedy next tokens {a.argmax(-1).tolist()}")
+.venv/bin/python3 - "$port" <<'PY'
+import json, sys
+import openai
+
+client = openai.OpenAI(base_url=f"http://127.0.0.1:{sys.argv[1]}/v1", api_key="none")
+tools = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+print("\nPOST /v1/chat/completions: 'What is the weather in Paris?' with the tool get_weather")
+r = client.chat.completions.create(model="k3-tiny-chat", tools=tools, max_tokens=24, seed=1,
+                                   messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+m = r.choices[0].message
+print("(a random tiny model: the text is gibberish; the structure is what the server parsed)")
+print(f"  reasoning_content: {(m.model_extra or {}).get('reasoning_content')!r}")
+print(f"  content:           {m.content!r}")
+print(f"  tool_calls:        {[(t.function.name, t.function.arguments) for t in m.tool_calls or []]}")
+print(f"  finish_reason:     {r.choices[0].finish_reason}")
+print(f"  usage:             {json.dumps(r.usage.model_dump(exclude_none=True))}")
 PY
 
-tok=../shared/data/kimi-tokenizer
-if [ -f "$tok/tiktoken.model" ]; then
-    mkdir -p "$out/tokenizer"
-    # install -m 644: shared/ is read-only, and a second run must overwrite the copies
-    install -m 644 "$tok/tiktoken.model" ../shared/data/kimi-k3/tokenizer_config.json "$out/tokenizer/"
-    $k3 tokenize --tokenizer "$out/tokenizer" --text "Kimi K3 runs on GB300 NVL72 racks."
-fi
+trap - EXIT
+stop
+wait "$mpirun_pid" && echo "server stopped on SIGTERM; every rank exited 0"

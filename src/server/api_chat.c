@@ -132,8 +132,8 @@ static void chat_close(void *ctx, int aborted)
 static json_t *message_json(const struct k3_gen_result *r)
 {
     json_t *m = json_pack("{s:s}", "role", "assistant");
-    json_object_set_new(m, "content", r->content.n || !r->n_calls ? k3_api_str(r->content.p, r->content.n)
-                                                                  : json_null());
+    /* null when there is no answer text (only reasoning or tool calls), as OpenAI sends it */
+    json_object_set_new(m, "content", r->content.n ? k3_api_str(r->content.p, r->content.n) : json_null());
     if (r->reasoning.n) json_object_set_new(m, "reasoning_content", k3_api_str(r->reasoning.p, r->reasoning.n));
     if (r->n_calls) {
         json_t *calls = json_array();
