@@ -13,19 +13,30 @@
  * closes the connections and tells the workers to leave. The other ranks ignore the
  * signal (mpirun forwards it to every rank) and leave with rank 0; every rank exits 0.
  * The handler needs the job at file scope: a signal handler has no context argument. */
-#include <signal.h>
 #include <stdio.h>
+
+#include "cli/cli.h"
+#include "mpi/bootstrap.h"
+
+#ifdef K3_NO_SERVER
+int k3_cmd_serve(struct k3_cli *cli)
+{
+    if (cli->job->rank == 0)
+        fprintf(stderr, "k3 serve: this k3 was built without libmicrohttpd; install libmicrohttpd-dev "
+                        "and configure again\n");
+    return K3_EXIT_FAIL;
+}
+#else
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
 #include "cli/engine_job.h"
 #include "cli/model_job.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "frontend/tokenizer.h"
-#include "mpi/bootstrap.h"
 #include "mpi/mpi_check.h"
 #include "server/http.h"
 #include "server/server.h"
@@ -187,3 +198,4 @@ int k3_cmd_serve(struct k3_cli *cli)
     k3_model_job_free(&mj);
     return rc;
 }
+#endif
