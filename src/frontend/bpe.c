@@ -115,12 +115,11 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
         }
         i += len[j];
     }
+    uint32_t pr[BPE_SHORT]; /* pr[j]: rank of the pair of whole characters j - 1, j */
     for (size_t j = 1; j < k; j++) {
         uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
-        if (a && b) {
-            uint32_t r = k3_tok_pair_rank_cached(t, c, a - 1, b - 1);
-            if (r < R) R = r;
-        }
+        pr[j] = a && b ? k3_tok_pair_rank_cached(t, c, a - 1, b - 1) : K3_TOK_NONE;
+        if (pr[j] < R) R = pr[j];
     }
     uint32_t tok[BPE_SHORT], rk[BPE_SHORT];
     size_t m = 0, i = 0;
@@ -132,7 +131,10 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
         i += len[j];
     }
     if (m > MERGE_LINEAR_MAX) return merge_heap(t, c, tok, m, out);
-    for (size_t j = 0; j + 1 < m; j++) rk[j] = k3_tok_pair_rank_cached(t, c, tok[j], tok[j + 1]);
+    if (m == k) /* every character whole: the pairs are the ones looked up above */
+        for (size_t j = 0; j + 1 < m; j++) rk[j] = pr[j + 1];
+    else
+        for (size_t j = 0; j + 1 < m; j++) rk[j] = k3_tok_pair_rank_cached(t, c, tok[j], tok[j + 1]);
     return merge_linear(t, c, tok, rk, m, out);
 }
 
@@ -381,7 +383,7 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
         for (int i = 0; i < K3_PIECE_CACHE_IDS; i++) out[i] = e->ids[i]; /* out has n + 4 */
         return e->n_ids;
     }
-    int32_t tmp[K3_PIECE_CACHE_BYTES];
+    int32_t tmp[K3_PIECE_CACHE_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
     size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
     if (m <= K3_PIECE_CACHE_IDS) {

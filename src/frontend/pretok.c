@@ -181,10 +181,28 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
     return r;
 }
 
+static size_t pretok_general(const uint8_t *s, size_t p, size_t n);
+
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n)
 {
     size_t fast = ascii_piece(s, p, n);
-    if (fast) return fast;
+    return fast ? fast : pretok_general(s, p, n);
+}
+
+size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
+{
+    size_t m = 0;
+    while (m < max && p < n) {
+        size_t e = ascii_piece(s, p, n);
+        if (!e) e = pretok_general(s, p, n);
+        ends[m++] = p = e;
+    }
+    return m;
+}
+
+/* Every piece the ASCII fast path does not decide. */
+static size_t pretok_general(const uint8_t *s, size_t p, size_t n)
+{
     int len;
     unsigned f = char_at(s, p, &len);
     size_t q = p + (size_t)len, e;

@@ -240,6 +240,8 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, const struct k3_
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
+/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. */
+size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
 
 /* bpe.c: appends the ids of one piece; out must have room for n + 4 ids. Returns the count.
  * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */

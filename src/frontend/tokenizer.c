@@ -139,16 +139,22 @@ void k3_tok_ids_free(struct k3_tok_ids *v)
 
 /* ---- ordinary text ------------------------------------------------------------------ */
 
-/* s[0..n) is one ordinary segment; end is the end of the readable buffer (>= s + n). */
+/* s[0..n) is one ordinary segment; end is the end of the readable buffer (>= s + n).
+ * The scanner hands over pieces in batches (one call per batch, not per piece). */
+#define PIECE_BATCH 64
 static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
                             struct k3_bpe_cache *cache, struct k3_tok_ids *out)
 {
-    size_t p = 0;
+    size_t p = 0, ends[PIECE_BATCH];
     while (p < n) {
-        size_t e = k3_pretok_next(s, p, n);
-        ids_reserve(out, e - p + 4);
-        out->n += k3_bpe_piece(t, s + p, e - p, (size_t)(end - (s + p)), cache, out->ids + out->n);
-        p = e;
+        size_t m = k3_pretok_batch(s, p, n, ends, PIECE_BATCH);
+        ids_reserve(out, ends[m - 1] - p + 4); /* a piece has at most one id per byte */
+        int32_t *ids = out->ids + out->n;
+        for (size_t i = 0; i < m; i++) {
+            ids += k3_bpe_piece(t, s + p, ends[i] - p, (size_t)(end - (s + p)), cache, ids);
+            p = ends[i];
+        }
+        out->n = (size_t)(ids - out->ids);
     }
 }
 
@@ -470,6 +476,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     }
     if (!mt || len < MT_MIN_BYTES) {
         struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, NULL, 0, NULL, NULL}, out};
+        ids_reserve(out, len / 3 + 16); /* most text has more than 3 bytes per token */
         k3_bpe_cache_init(&c.cache, len);
         segments(t, s, len, mode, &c.k);
         k3_bpe_cache_free(&c.cache);
