@@ -43,7 +43,7 @@ with open("kill.jsonl", "w") as f:
 EOF
 ARGS=(dump --model "$MODEL" --input kill.jsonl --layers 0,4,8 --final --log-level warn --threads 1
       --set dump.chunk_tokens=48 --set scheduler.max_batch_tokens=160 --set scheduler.prefill_chunk_tokens=160)
-[ "$GEN" = 1 ] && ARGS+=(--generate --temperature 1 --max-tokens 48 --seed 5)
+[ "$GEN" = 1 ] && ARGS+=(--generate --temperature 1 --max-tokens 16 --seed 5)
 launch() {   # launch OUT: runs the dump in its own process group, prints nothing
     if [ "$NP" = 1 ]; then setsid "$K3" "${ARGS[@]}" --out "$1" >/dev/null 2>>log.txt &
     else setsid "${MPIRUN[@]}" -np "$NP" "$K3" "${ARGS[@]}" --adp "$NP" --out "$1" >/dev/null 2>>log.txt &
@@ -66,8 +66,8 @@ echo "# uninterrupted run: ${full}s"
 landed=0
 for i in $(seq 1 "$KILLS"); do
     pid=$(launch kill.h5)
-    # with --generate, up to half the run: kills land in generation and in the dump
-    delay=$("$PY" -c "import random; print(round(random.uniform(0.2, $full * ($GEN == 1 and 0.5 or 0.25)), 2))")
+    # with --generate, up to 0.6 of the run: kills land in generation and in the dump
+    delay=$("$PY" -c "import random; print(round(random.uniform(0.2, $full * ($GEN == 1 and 0.6 or 0.25)), 2))")
     sleep "$delay"
     if kill -0 "$pid" 2>/dev/null; then
         landed=$((landed + 1))
