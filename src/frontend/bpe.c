@@ -29,7 +29,12 @@
 static size_t merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
                          size_t n, int32_t *out);
 
-/* The merge loop over parts tok[0..m) with adjacent pair ranks rk[0..m-1). */
+/* The merge loop over parts tok[0..m) with adjacent pair ranks rk[0..m-1). The arrays are
+ * short (<= MERGE_LINEAR_MAX): GCC would turn their shifts into memmove calls that cost more
+ * than the moves. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
 static size_t merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
                            uint32_t *rk, size_t m, int32_t *out)
 {
@@ -357,6 +362,26 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
     if (n == 1) {
         out[0] = (int32_t)t->byte_rank[s[0]];
         return 1;
+    }
+    if (n == 2) { /* the piece is a token, or its only pair is not: two bytes */
+        uint32_t r = t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
+        if (r != K3_TOK_NONE) {
+            out[0] = (int32_t)r;
+            return 1;
+        }
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        out[1] = (int32_t)t->byte_rank[s[1]];
+        return 2;
+    }
+    if (n == 3 && s[0] >= 0xE0 && k3_utf8_check(s, 3) == 3) {
+        /* One character whose bytes merge into one token: that token is the piece's bytes,
+         * so the whole-piece lookup finds it too. */
+        int l;
+        uint64_t info = t->char_info[k3_utf8_decode(s, &l)];
+        if (info >> 32) {
+            out[0] = (int32_t)((info >> 32) - 1);
+            return 1;
+        }
     }
     uint64_t w0 = k3_tok_word(s, n, avail);
     if (n > K3_PIECE_CACHE_BYTES || !cache) {
