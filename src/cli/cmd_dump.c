@@ -429,7 +429,8 @@ int k3_cmd_dump(struct k3_cli *cli)
     int leader = groups->tp_rank == 0;
     struct k3_forward_opts fo = {.max_tok = 512, .max_ctx = max_len, .kda_chunk = 64, .mla_absorb = -1,
                                  .par = k3_model_job_par(&mj)};
-    int bad = k3_forward_init(&fwd, &mj.cfg, &mj.w, &mj.be, &fo, &err) || k3_seq_cache_init(&cache, &mj.cfg, max_len, &err);
+    int bad = k3_forward_init(&fwd, &mj.cfg, &mj.w, &mj.be, &fo, &err) ||
+              k3_seq_cache_init(&cache, &mj.cfg, max_len, &err);
     int any_bad;
     K3_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, job->world_comm));
     if (any_bad) {

@@ -355,7 +355,8 @@ static int round_submit(struct k3_regen *g, struct k3_engine_job *e, struct k3_e
         for (int k = 0; k < it->src->n_stop_ids && q.n_stop_ids < 8; k++)
             q.stop_ids[q.n_stop_ids++] = it->src->stop_ids[k];
         it->sched_id = k3_sched_submit(k3_engine_job_sched(e), &q, err);
-        if (!it->sched_id) return k3_err_prefix(err, "sample %lld (id %s), turn %d", (long long)i, it->src->id, it->turn);
+        if (!it->sched_id)
+            return k3_err_prefix(err, "sample %lld (id %s), turn %d", (long long)i, it->src->id, it->turn);
         g->running[g->n_running++] = i;
     }
     return 0;

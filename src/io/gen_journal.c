@@ -162,12 +162,13 @@ int k3_gen_journal_open(struct k3_gen_journal *j, const char *path, uint64_t ide
     }
     if (!fresh) {
         /* Appends go after the last complete line: a line torn by a kill is cut off. */
-        j->fd = open(path, O_WRONLY);
+        j->fd = open(path, O_RDWR);   /* read: to find the last newline */
         if (j->fd < 0) return k3_err_set(err, "cannot write %s: %s", path, strerror(errno));
         off_t end = lseek(j->fd, 0, SEEK_END), keep = end;
         char c;
         while (keep > 0 && pread(j->fd, &c, 1, keep - 1) == 1 && c != '\n') keep--;
-        if (keep != end && ftruncate(j->fd, keep)) return k3_err_set(err, "cannot truncate %s: %s", path, strerror(errno));
+        if (keep != end && ftruncate(j->fd, keep))
+            return k3_err_set(err, "cannot truncate %s: %s", path, strerror(errno));
         if (lseek(j->fd, keep, SEEK_SET) < 0) return k3_err_set(err, "cannot seek %s: %s", path, strerror(errno));
         return 0;
     }
