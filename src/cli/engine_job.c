@@ -9,8 +9,12 @@
  *              until the prefix cache keeps snapshots;
  *   blocks   = cache.kv_bytes / (block_tokens x MLA bytes per token); with
  *              kv_bytes 0, every slot's full context, but at most a quarter of
- *              the host's memory; never more than every slot's full context;
- *              the context is then cut to what one group's blocks hold. */
+ *              the host's memory shared by the ranks on the host; never more
+ *              than every slot's full context; the context is then cut to what
+ *              one group's blocks hold, and to what the forward's prefill
+ *              workspace (proportional to the context) can take in that same
+ *              share of memory: a model context of 1M tokens must not size a
+ *              CPU job's workspace by default. */
 #include "cli/engine_job.h"
 
 #include <stdatomic.h>
@@ -49,10 +53,22 @@ static long long mla_token_bytes(const struct k3_model_config *cfg)
 
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
 
-/* Rank 0: the sizes of the job, or -1 with a message. */
-static int decide_sizes(struct k3_engine_sizes *z, const struct k3_model_config *cfg, const struct k3_deploy *d,
-                        const struct k3_engine_size *size, struct k3_err *err)
+/* Bytes of the forward's workspace per context token (forward.c: MLA's
+ * expanded keys and values, and the gathered latent rows). */
+static long long workspace_token_bytes(const struct k3_model_config *cfg)
 {
+    if (!cfg->n_mla_layers) return 0;
+    return ((long long)cfg->n_heads * (2 * cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) +
+            cfg->kv_lora_rank + cfg->qk_rope_head_dim) * (long long)sizeof(float);
+}
+
+/* Rank 0: the sizes of the job, or -1 with a message. local_ranks: ranks on
+ * rank 0's host, which share its memory. */
+static int decide_sizes(struct k3_engine_sizes *z, const struct k3_model_config *cfg, const struct k3_deploy *d,
+                        const struct k3_engine_size *size, int local_ranks, struct k3_err *err)
+{
+    long long share = (long long)sysconf(_SC_PHYS_PAGES) * (long long)sysconf(_SC_PAGE_SIZE) / 4 /
+                      (local_ranks > 0 ? local_ranks : 1);
     long long model_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : 1ll << 30;
     long long lim = d->scheduler.context_tokens ? min_ll(d->scheduler.context_tokens, model_ctx) : model_ctx;
     z->context = size->context_tokens > 0 ? min_ll(size->context_tokens, lim) : lim;
@@ -66,13 +82,15 @@ static int decide_sizes(struct k3_engine_sizes *z, const struct k3_model_config 
     } else if (d->cache.kv_bytes) {
         z->n_blocks = min_ll(d->cache.kv_bytes / (bt * tok_bytes), full);
     } else {
-        long long phys = (long long)sysconf(_SC_PHYS_PAGES) * (long long)sysconf(_SC_PAGE_SIZE);
-        z->n_blocks = min_ll(full, phys / 4 / (bt * tok_bytes));
+        z->n_blocks = min_ll(full, share / (bt * tok_bytes));
     }
     if (z->n_blocks < 1)
         return k3_err_set(err, "cache.kv_bytes (%lld) holds no MLA block of %lld tokens (%lld bytes each); "
                           "raise it or lower cache.block_tokens", (long long)d->cache.kv_bytes, bt, bt * tok_bytes);
     z->context = min_ll(z->context, z->n_blocks * bt);
+    long long ws = workspace_token_bytes(cfg);
+    int ws_cut = ws && z->context > share / ws;
+    if (ws_cut) z->context = share / ws;
     if (z->context < 2) return k3_err_set(err, "a context of %lld tokens is too short", z->context);
     z->chunk = min_ll(d->scheduler.prefill_chunk_tokens, z->context);
     z->batch_tokens = d->scheduler.max_batch_tokens > z->chunk ? d->scheduler.max_batch_tokens : z->chunk;
@@ -81,7 +99,10 @@ static int decide_sizes(struct k3_engine_sizes *z, const struct k3_model_config 
     const char *why = !tok_bytes ? " (the model has no MLA layer)"
                       : d->cache.kv_bytes ? ""
                                           : " (cache.kv_bytes 0: every slot's full context, at most a quarter "
-                                            "of the host's memory)";
+                                            "of the host's memory over its ranks)";
+    if (ws_cut)
+        K3_WARN("engine: context cut to %lld tokens: the forward's workspace takes %lld bytes per context token "
+                "(set scheduler.context_tokens to choose)", z->context, ws);
     K3_INFO("engine: %lld sequences and %lld tokens (%lld blocks of %lld) per attention group, %.1f MiB of MLA "
             "cache per rank%s; context %lld, prefill chunk %lld, %lld tokens per step",
             z->slots, z->n_blocks * bt, z->n_blocks, bt, (double)(z->n_blocks * bt * tok_bytes) / (1 << 20), why,
@@ -103,7 +124,7 @@ int k3_engine_job_init(struct k3_engine_job **out, struct k3_model_job *mj, cons
     /* rank 0 decides; a refusal there is every rank's (ok flag first) */
     long long msg[9] = {0};
     if (e->rank == 0) {
-        if (decide_sizes(&e->sz, &mj->cfg, d, size, err) == 0) {
+        if (decide_sizes(&e->sz, &mj->cfg, d, size, mj->job->local_size, err) == 0) {
             msg[0] = 1;
             memcpy(msg + 1, &e->sz, sizeof e->sz);
         }
