@@ -155,6 +155,33 @@ static inline size_t ascii_range_run(const uint8_t *s, size_t q, size_t n, uint8
     return q;
 }
 
+/* Alternative 5 from its O+ at o (ASCII): the punctuation run and [\r\n]*, or 0 when a
+ * non-ASCII character (which may continue the run) ends it. */
+static inline size_t ascii_punct(const uint8_t *s, size_t o, size_t n)
+{
+    size_t r = o;
+    while (r < n && s[r] < 0x80 && in_punct(ascii_flags[s[r]])) r++;
+    if (r < n && s[r] >= 0x80) return 0;
+    while (r < n && is_crlf(s[r])) r++;
+    return r;
+}
+
+/* Alternatives 6-8 over an ASCII whitespace run from p (as in k3_pretok_next), or 0 when a
+ * non-ASCII character (which may be whitespace too) ends it. */
+static inline size_t ascii_space(const uint8_t *s, size_t p, size_t n)
+{
+    size_t r = p, last_crlf = (size_t)-1, last_start = p;
+    for (; r < n; r++) {
+        if (s[r] >= 0x80) return 0;
+        if (!(ascii_flags[s[r]] & K3_UC_WS)) break;
+        if (is_crlf(s[r])) last_crlf = r;
+        last_start = r;
+    }
+    if (last_crlf != (size_t)-1) return last_crlf + 1;
+    if (r == n || last_start == p) return r;
+    return last_start;
+}
+
 /* The piece at p if the fast path decides it, else 0. */
 static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
 {
@@ -167,10 +194,18 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
         return r;
     }
     if (!((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) {
-        /* a one-byte prefix: ASCII, not CR/LF, not alphanumeric; a letter must follow */
-        if (c >= 0x80 || c == '\r' || c == '\n' || p + 1 >= n) return 0;
-        q = p + 1;
-        if (!((s[q] | 0x20) >= 'a' && (s[q] | 0x20) <= 'z')) return 0;
+        if (c >= 0x80 || p + 1 >= n) return 0;
+        uint8_t d = s[p + 1];
+        if (c != '\r' && c != '\n' && (d | 0x20) >= 'a' && (d | 0x20) <= 'z') {
+            q = p + 1; /* a one-byte prefix (ASCII, not CR/LF, not alphanumeric), then a word */
+        } else {
+            /* c is not a letter, digit or prefix of a word: with d ASCII, alternatives 2-4
+             * cannot match (no letter at p or p + 1, no digit at p) */
+            if (d >= 0x80) return 0;
+            if (in_punct(ascii_flags[c])) return ascii_punct(s, p, n);               /* 5 */
+            if (c == ' ' && in_punct(ascii_flags[d])) return ascii_punct(s, p + 1, n); /* 5 */
+            return ascii_space(s, p, n);                                             /* 6-8 */
+        }
     }
     size_t r = ascii_range_run(s, q, n, 'A', 'Z');
     r = ascii_range_run(s, r, n, 'a', 'z');
