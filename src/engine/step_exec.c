@@ -21,7 +21,10 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
     ex->max_new = max_new;
     ex->max_ctx = max_ctx;
     ex->slots = calloc((size_t)n_slots, sizeof *ex->slots);
-    ex->logits = malloc(sizeof(float) * (size_t)(max_new * cfg->vocab_size));
+    /* this rank's vocabulary slice only (the forward keeps logits local when sharded) */
+    int64_t v0, v1;
+    k3_forward_vocab_range(fwd, &v0, &v1);
+    ex->logits = malloc(sizeof(float) * (size_t)(max_new * (v1 - v0)));
     ex->hist = malloc(sizeof *ex->hist * (size_t)(n_slots * max_ctx));
     /* a group samples at most one token per slot in a step */
     ex->mine = malloc(sizeof *ex->mine * (size_t)(n_slots + 1));
@@ -33,8 +36,6 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
         k3_step_exec_free(ex);
         return k3_err_set(err, "out of memory for %d cache slots", n_slots);
     }
-    int64_t v0, v1;
-    k3_forward_vocab_range(fwd, &v0, &v1);
     if (k3_sampler_init(&ex->sampler, v0, v1 - v0, cfg->vocab_size,
                         v1 - v0 < cfg->vocab_size ? tp_comm : NULL, err)) {
         k3_step_exec_free(ex);
@@ -111,7 +112,10 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         K3_CHECK(c->n_past == s->pos0, "step %llu: sequence %llu starts at %d but its slot holds %lld tokens",
                  (unsigned long long)plan->step, (unsigned long long)s->seq_id, s->pos0, (long long)c->n_past);
         struct k3_err err;
-        if (k3_forward_run(ex->fwd, c, plan->tokens + s->first_token, s->n_new, ex->logits, &err))
+        /* a prefill chunk that samples nothing skips lm_head (no collective in it
+         * with vocabulary-local logits, so groups may differ here) */
+        float *logits = s->flags & K3_SEQ_SAMPLE ? ex->logits : NULL;
+        if (k3_forward_run(ex->fwd, c, plan->tokens + s->first_token, s->n_new, logits, &err))
             K3_FATAL("step %llu, sequence %llu: %s", (unsigned long long)plan->step,
                      (unsigned long long)s->seq_id, err.msg);
         int32_t *hist = ex->hist + (int64_t)s->kda_slot * ex->max_ctx;
