@@ -163,6 +163,10 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     memcpy(&w0, buf, 8);
     memcpy(&w1, buf + 8, 8);
     uint64_t h = k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1);
+    if (!c->segs) {
+        c->segs = calloc((size_t)c->mask + 1, sizeof *c->segs);
+        K3_CHECK(c->segs, "out of memory");
+    }
     struct k3_piece_cache_entry *e = &c->segs[(h >> 20) & c->mask];
     if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
         memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
@@ -315,14 +319,15 @@ static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uin
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
 {
     /* About one entry per 8 bytes of text, 256 .. 16384 entries of 32 B (at most 512 KiB,
-     * calloc'ed: untouched entries cost no page faults). */
+     * zeroed: calloc writes them when it reuses heap memory). The segment and long-piece
+     * caches come on first use: text without multi-byte or long pieces never pays for them. */
     size_t n = 256;
     while (n < 16384 && n * 8 < text_bytes) n *= 2;
     c->e = calloc(n, sizeof *c->e);
     c->pairs = malloc(sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
-    c->segs = calloc(n, sizeof *c->segs);
-    c->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *c->longs);
-    K3_CHECK(c->e && c->segs && c->pairs && c->longs, "out of memory");
+    c->segs = NULL; /* on first use: text without multi-byte or long pieces needs neither */
+    c->longs = NULL;
+    K3_CHECK(c->e && c->pairs, "out of memory");
     memset(c->pairs, 0xFF, sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->mask = (uint32_t)n - 1;
 }
@@ -387,6 +392,10 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
     if (n > K3_PIECE_CACHE_BYTES || !cache) {
         uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
         if (!cache || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
+        if (!cache->longs) {
+            cache->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *cache->longs);
+            K3_CHECK(cache->longs, "out of memory");
+        }
         struct k3_long_cache_entry *e = &cache->longs[(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1)];
         if (e->len == n && !memcmp(e->key, s, n)) {
             memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
