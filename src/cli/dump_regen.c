@@ -13,10 +13,12 @@
  *   drawn from the distribution traffic produces. K3 keeps earlier reasoning
  *   in the think channel, so little is lost; a call whose arguments do not
  *   parse as a JSON object cannot be rendered and is left out.
- * - Every turn, in rounds, rather than only the last: each turn is the
- *   model's own reply to a realistic context, so each is training data, and
- *   a round submits one turn of every conversation together (continuous
- *   batching keeps the batch full while replies of different lengths end).
+ * - Every turn rather than only the last: each turn is the model's own reply
+ *   to a realistic context, so each is training data. All conversations run
+ *   at once, and a conversation's next turn is submitted the moment its
+ *   previous reply ends (from the scheduler's on_finish), so continuous
+ *   batching keeps the batch full; rounds with a barrier would wait for the
+ *   longest reply of every round.
  * - Sampling defaults to K3's own (temperature 1.0 with thinking, 0.6
  *   without, top_p 0.95): the drafter is deployed against sampled traffic,
  *   and greedy decoding of a reasoning model loops. --temperature 0 is
@@ -43,20 +45,20 @@
 
 #define CMD "k3 dump --generate"
 
-/* One input line through its rounds. */
+/* One input line through its turns. */
 struct item {
     const struct k3_dump_sample *src;
     int chat;                   /* a messages line */
     struct k3_chat_req req;     /* chat: its messages take the regenerated replies */
     int *turn_msg;              /* chat: message index of each assistant turn */
-    int n_turns, turn;          /* turn: the one this round generates */
+    int n_turns, turn;          /* turn: the one being generated */
     int active;
     float temperature, top_p;
     int32_t *prompt;            /* this turn's prompt */
     int64_t n_prompt;
     int ends_in_think;          /* the prompt leaves the model in the think channel */
-    /* this round */
-    uint64_t sched_id, seed;
+    /* this turn */
+    uint64_t seed;
     int32_t *out;
     int n_out, cap_out;
     enum k3_finish finish;
@@ -74,15 +76,19 @@ struct k3_regen {
     struct k3_regen_opts o;
     int32_t stop_ids[2];
     int n_stop_ids;
-    int64_t context;            /* enough for every round's longest request */
+    int64_t context;            /* enough for any turn's request */
     int all_journaled;          /* the journal already holds every reply */
     struct k3_gen_journal journal;
-    /* the round in flight (rank 0's step thread) */
-    int64_t *running;           /* item of each submitted request, in submit (= id) order */
-    int64_t n_running, n_finished, n_tokens;
+    /* rank 0's step thread */
+    struct k3_engine_job *e;    /* NULL when every reply is in the journal */
+    struct {
+        uint64_t id;
+        int64_t item;
+    } *sub;                     /* every request submitted, in submit (= id) order */
+    int64_t n_sub, n_running, n_generated, n_journaled, n_done, n_tokens;
     double t_start, t_sync, t_print;
-    int round, sync_failed;
-    struct k3_err sync_err;
+    int failed;                 /* in a callback: nothing new is submitted */
+    struct k3_err fail_err;
     int64_t n_cut;              /* conversations ended early (length, or a turn that no longer renders) */
 };
 
@@ -208,7 +214,7 @@ static int prepare_item(struct k3_regen *g, struct item *it, struct k3_err *err)
         it->temperature = t_flag >= 0 ? t_flag : (float)it->req.temperature;
         it->top_p = (float)it->req.top_p;
         if (render_turn(g, it, err)) return -1;
-        /* a bound on any round's request: the original conversation (its
+        /* a bound on any turn's request: the original conversation (its
          * replies then give way to ours), each reply at most max_tokens, plus
          * the closers a re-rendered reply may add */
         struct k3_tok_ids full = {0};
@@ -251,116 +257,7 @@ int k3_regen_prepare(struct k3_regen **out, struct k3_dump_input *in, const stru
     return 0;
 }
 
-/* ------------------------------------------------------------ a round */
-
-static struct item *running_item(struct k3_regen *g, uint64_t id)
-{
-    int64_t lo = 0, hi = g->n_running - 1;   /* ids grow in submit order */
-    while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        uint64_t m = g->it[g->running[mid]].sched_id;
-        if (m == id) return &g->it[g->running[mid]];
-        if (m < id) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    K3_FATAL(CMD ": a callback for unknown request %llu", (unsigned long long)id);
-}
-
-static int on_token(void *ctx, uint64_t id, const struct k3_sampled *t)
-{
-    struct k3_regen *g = ctx;
-    struct item *it = running_item(g, id);
-    if (it->n_out == it->cap_out) {
-        it->cap_out = it->cap_out ? 2 * it->cap_out : 256;
-        it->out = realloc(it->out, sizeof *it->out * (size_t)it->cap_out);
-        K3_CHECK(it->out, "out of memory");
-    }
-    it->out[it->n_out++] = t->token;
-    g->n_tokens++;
-    return 0;
-}
-
-static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k3_sched_usage *u)
-{
-    (void)u;
-    struct k3_regen *g = ctx;
-    struct item *it = running_item(g, id);
-    it->finish = why;
-    g->n_finished++;
-    if (why == K3_FINISH_STOP || why == K3_FINISH_LENGTH)
-        k3_gen_journal_add(&g->journal, it - g->it, it->turn, it->seed, k3_finish_name(why), it->out, it->n_out);
-}
-
-static void progress(struct k3_regen *g, int last)
-{
-    double t = k3_now_s();
-    int tty = isatty(2);
-    if (!last && t - g->t_print < (tty ? 0.5 : 5.0)) return;
-    g->t_print = t;
-    double dt = t - g->t_start > 1e-9 ? t - g->t_start : 1e-9;
-    fprintf(stderr, "%s" CMD ": round %d: %lld/%lld replies  %.0f tok/s%s", tty ? "\r" : "", g->round + 1,
-            (long long)g->n_finished, (long long)g->n_running, (double)g->n_tokens / dt, tty && !last ? "" : "\n");
-    fflush(stderr);
-}
-
-/* After each step: the journal about once a second (a kill then loses at most
- * that much generation), and the progress line. */
-static void on_step(void *ctx, const struct k3_step_plan *plan, double step_s)
-{
-    (void)plan, (void)step_s;
-    struct k3_regen *g = ctx;
-    double t = k3_now_s();
-    if (t - g->t_sync >= 1.0 && !g->sync_failed) {
-        if (k3_gen_journal_sync(&g->journal, &g->sync_err)) g->sync_failed = 1;
-        g->t_sync = t;
-    }
-    progress(g, 0);
-}
-
-static enum k3_finish finish_of(const char *name)
-{
-    return !strcmp(name, "length") ? K3_FINISH_LENGTH : K3_FINISH_STOP;
-}
-
-/* Submits this round's turn of every active item (or takes it from the journal). */
-static int round_submit(struct k3_regen *g, struct k3_engine_job *e, struct k3_err *err)
-{
-    g->n_running = g->n_finished = 0;
-    for (int64_t i = 0; i < g->n; i++) {
-        struct item *it = &g->it[i];
-        if (!it->active) continue;
-        it->n_out = 0;
-        it->finish = 0;
-        it->seed = request_seed(g->o.seed, i, it->turn);
-        const struct k3_gen_reply *r = k3_gen_journal_find(&g->journal, i, it->turn);
-        if (r) {
-            if (r->n > it->cap_out) {
-                it->cap_out = r->n;
-                it->out = realloc(it->out, sizeof *it->out * (size_t)it->cap_out);
-                K3_CHECK(it->out, "out of memory");
-            }
-            memcpy(it->out, r->ids, sizeof *it->out * (size_t)r->n);
-            it->n_out = r->n;
-            it->finish = finish_of(r->finish);
-            continue;
-        }
-        if (!e) return k3_err_set(err, "%s says it is complete but has no reply for sample %lld turn %d; remove it "
-                                  "to generate again", g->o.journal, (long long)i, it->turn);
-        struct k3_sched_request q = {
-            .prompt = it->prompt, .n_prompt = (int)it->n_prompt, .max_tokens = g->o.max_tokens,
-            .sampling = {.temperature = it->temperature, .top_p = it->top_p, .repetition_penalty = 1.0f,
-                         .seed = it->seed},
-            .n_stop_ids = g->n_stop_ids, .cb = {on_token, on_finish, g}};
-        memcpy(q.stop_ids, g->stop_ids, sizeof g->stop_ids);
-        for (int k = 0; k < it->src->n_stop_ids && q.n_stop_ids < 8; k++)
-            q.stop_ids[q.n_stop_ids++] = it->src->stop_ids[k];
-        it->sched_id = k3_sched_submit(k3_engine_job_sched(e), &q, err);
-        if (!it->sched_id)
-            return k3_err_prefix(err, "sample %lld (id %s), turn %d", (long long)i, it->src->id, it->turn);
-        g->running[g->n_running++] = i;
-    }
-    return 0;
-}
+/* ------------------------------------------------------------ the pipeline */
 
 /* The model's reply as the chat format's assistant message: what the output
  * parser finds in it (reasoning, content, the tool calls that render). */
@@ -409,95 +306,202 @@ static int finalize(struct k3_regen *g, struct item *it, struct k3_err *err)
     memcpy(it->ids + it->n_prompt, it->out, sizeof(int32_t) * (size_t)it->n_out);
     memset(it->mask + it->n_prompt, 1, (size_t)it->n_out);
     it->active = 0;
+    g->n_done++;
     if (it->chat)
         return k3_dump_assistant_mask(g->tok, &it->req, (size_t)it->turn_msg[it->turn], it->prompt, it->n_prompt,
                                       it->mask, err);
     return 0;
 }
 
-/* After a round: the next turn's prompt, or the finished sample. */
-static int round_collect(struct k3_regen *g, struct k3_err *err)
+/* A reply is in it->out: the next turn's prompt, or the finished sample. */
+static int collect(struct k3_regen *g, struct item *it, struct k3_err *err)
 {
-    for (int64_t i = 0; i < g->n; i++) {
-        struct item *it = &g->it[i];
-        if (!it->active) continue;
-        if (it->finish != K3_FINISH_STOP && it->finish != K3_FINISH_LENGTH)
-            return k3_err_set(err, "sample %lld (id %s), turn %d: the request was %s (a prompt of %lld tokens; "
-                              "the engine's context is in its log line)", (long long)i, it->src->id, it->turn,
-                              it->finish ? k3_finish_name(it->finish) : "never finished", (long long)it->n_prompt);
-        int last = !it->chat || it->turn + 1 == it->n_turns;
-        if (!last && it->finish == K3_FINISH_LENGTH) {
+    int64_t i = it - g->it;
+    if (it->finish != K3_FINISH_STOP && it->finish != K3_FINISH_LENGTH)
+        return k3_err_set(err, "sample %lld (id %s), turn %d: the request was %s (a prompt of %lld tokens; the "
+                          "engine's context is in its log line)", (long long)i, it->src->id, it->turn,
+                          k3_finish_name(it->finish), (long long)it->n_prompt);
+    int last = !it->chat || it->turn + 1 == it->n_turns;
+    if (!last && it->finish == K3_FINISH_LENGTH) {
+        last = 1;
+        g->n_cut++;
+    }
+    if (!last) {
+        /* the next turn sees this reply as the chat format renders it */
+        int turn = it->turn;
+        json_t *old = json_incref(json_array_get(it->req.messages, (size_t)it->turn_msg[turn]));
+        json_array_set_new(it->req.messages, (size_t)it->turn_msg[turn], reply_message(g, it));
+        int32_t *prompt = it->prompt;
+        int64_t n_prompt = it->n_prompt;
+        int think = it->ends_in_think;
+        it->prompt = NULL;
+        it->turn++;
+        struct k3_err why;
+        if (render_turn(g, it, &why)) {
+            /* e.g. a tool result that answers a call this reply did not make: keep what renders */
+            K3_WARN(CMD ": sample %lld (id %s) ends after turn %d: turn %d no longer renders (%s)", (long long)i,
+                    it->src->id, turn, turn + 1, why.msg);
+            json_array_set_new(it->req.messages, (size_t)it->turn_msg[turn], old);
+            old = NULL;
+            it->prompt = prompt, it->n_prompt = n_prompt, it->ends_in_think = think, it->turn = turn;
             last = 1;
             g->n_cut++;
+        } else {
+            free(prompt);
         }
-        if (!last) {
-            /* the next turn sees this reply as the chat format renders it */
-            int turn = it->turn;
-            json_t *old = json_incref(json_array_get(it->req.messages, (size_t)it->turn_msg[turn]));
-            json_array_set_new(it->req.messages, (size_t)it->turn_msg[turn], reply_message(g, it));
-            it->turn++;
-            int32_t *prompt = it->prompt;
-            int64_t n_prompt = it->n_prompt;
-            int think = it->ends_in_think;
-            it->prompt = NULL;
-            struct k3_err why;
-            if (render_turn(g, it, &why)) {
-                /* e.g. a tool result that answers a call this reply did not make: keep what renders */
-                K3_WARN(CMD ": sample %lld (id %s) ends after turn %d: turn %d no longer renders (%s)", (long long)i,
-                        it->src->id, turn, turn + 1, why.msg);
-                json_array_set_new(it->req.messages, (size_t)it->turn_msg[turn], old);
-                old = NULL;
-                free(it->prompt);
-                it->prompt = prompt, it->n_prompt = n_prompt, it->ends_in_think = think, it->turn = turn;
-                last = 1;
-                g->n_cut++;
-            } else {
-                free(prompt);
-            }
-            json_decref(old);
-        }
-        if (last && finalize(g, it, err))
-            return k3_err_prefix(err, "sample %lld (id %s)", (long long)i, it->src->id);
+        json_decref(old);
     }
+    if (last && finalize(g, it, err)) return k3_err_prefix(err, "sample %lld (id %s)", (long long)i, it->src->id);
     return 0;
 }
 
-/* Rank 0: every round. e is NULL when the journal already holds every reply. */
-static int rounds(struct k3_regen *g, struct k3_engine_job *e, struct k3_err *err)
+static int on_token(void *ctx, uint64_t id, const struct k3_sampled *t);
+static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k3_sched_usage *u);
+
+/* Takes it as far as it goes without the model: replies in the journal are
+ * used, the first missing one is submitted (e NULL: none may be missing). */
+static int advance(struct k3_regen *g, struct item *it, struct k3_err *err)
 {
-    g->running = malloc(sizeof *g->running * (size_t)g->n);
-    K3_CHECK(g->running, "out of memory");
+    int64_t i = it - g->it;
+    while (it->active) {
+        it->n_out = 0;
+        it->finish = 0;
+        it->seed = request_seed(g->o.seed, i, it->turn);
+        const struct k3_gen_reply *r = k3_gen_journal_find(&g->journal, i, it->turn);
+        if (!r) break;
+        if (r->n > it->cap_out) {
+            it->cap_out = r->n;
+            it->out = realloc(it->out, sizeof *it->out * (size_t)it->cap_out);
+            K3_CHECK(it->out, "out of memory");
+        }
+        memcpy(it->out, r->ids, sizeof *it->out * (size_t)r->n);
+        it->n_out = r->n;
+        it->finish = !strcmp(r->finish, "length") ? K3_FINISH_LENGTH : K3_FINISH_STOP;
+        g->n_journaled++;
+        if (collect(g, it, err)) return -1;
+    }
+    if (!it->active) return 0;
+    if (!g->e)
+        return k3_err_set(err, "%s says it is complete but has no reply for sample %lld turn %d; remove it to "
+                          "generate again", g->o.journal, (long long)i, it->turn);
+    struct k3_sched_request q = {
+        .prompt = it->prompt, .n_prompt = (int)it->n_prompt, .max_tokens = g->o.max_tokens,
+        .sampling = {.temperature = it->temperature, .top_p = it->top_p, .repetition_penalty = 1.0f, .seed = it->seed},
+        .n_stop_ids = g->n_stop_ids, .cb = {on_token, on_finish, g}};
+    memcpy(q.stop_ids, g->stop_ids, sizeof g->stop_ids);
+    for (int k = 0; k < it->src->n_stop_ids && q.n_stop_ids < 8; k++) q.stop_ids[q.n_stop_ids++] = it->src->stop_ids[k];
+    uint64_t id = k3_sched_submit(k3_engine_job_sched(g->e), &q, err);
+    if (!id) return k3_err_prefix(err, "sample %lld (id %s), turn %d", (long long)i, it->src->id, it->turn);
+    g->sub[g->n_sub].id = id, g->sub[g->n_sub].item = i;
+    g->n_sub++;
+    g->n_running++;
+    return 0;
+}
+
+/* The item of a request: submissions are kept in submit order, which is id order. */
+static struct item *item_of(struct k3_regen *g, uint64_t id)
+{
+    int64_t lo = 0, hi = g->n_sub - 1;
+    while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (g->sub[mid].id == id) return &g->it[g->sub[mid].item];
+        if (g->sub[mid].id < id) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    K3_FATAL(CMD ": a callback for unknown request %llu", (unsigned long long)id);
+}
+
+static int on_token(void *ctx, uint64_t id, const struct k3_sampled *t)
+{
+    struct k3_regen *g = ctx;
+    struct item *it = item_of(g, id);
+    if (it->n_out == it->cap_out) {
+        it->cap_out = it->cap_out ? 2 * it->cap_out : 256;
+        it->out = realloc(it->out, sizeof *it->out * (size_t)it->cap_out);
+        K3_CHECK(it->out, "out of memory");
+    }
+    it->out[it->n_out++] = t->token;
+    g->n_tokens++;
+    return 0;
+}
+
+/* On the step thread, between steps: the reply goes to the journal and the
+ * conversation's next turn is submitted at once, so the batch stays full
+ * (no barrier between turns). After a failure nothing new is submitted;
+ * what runs finishes and is journaled. */
+static void on_finish(void *ctx, uint64_t id, enum k3_finish why, const struct k3_sched_usage *u)
+{
+    (void)u;
+    struct k3_regen *g = ctx;
+    struct item *it = item_of(g, id);
+    it->finish = why;
+    g->n_running--;
+    g->n_generated++;
+    if (why == K3_FINISH_STOP || why == K3_FINISH_LENGTH)
+        k3_gen_journal_add(&g->journal, it - g->it, it->turn, it->seed, k3_finish_name(why), it->out, it->n_out);
+    if (!g->failed && (collect(g, it, &g->fail_err) || advance(g, it, &g->fail_err))) g->failed = 1;
+}
+
+static void progress(struct k3_regen *g, int last)
+{
+    double t = k3_now_s();
+    int tty = isatty(2);
+    if (!last && t - g->t_print < (tty ? 0.5 : 5.0)) return;
+    g->t_print = t;
+    double dt = t - g->t_start > 1e-9 ? t - g->t_start : 1e-9;
+    fprintf(stderr, "%s" CMD ": %lld/%lld samples done, %lld replies generated, %lld running  %.0f tok/s%s",
+            tty ? "\r" : "", (long long)g->n_done, (long long)g->n, (long long)g->n_generated,
+            (long long)g->n_running, (double)g->n_tokens / dt, tty && !last ? "" : "\n");
+    fflush(stderr);
+}
+
+/* After each step: the journal about once a second (a kill then loses at most
+ * that much generation), and the progress line. */
+static void on_step(void *ctx, const struct k3_step_plan *plan, double step_s)
+{
+    (void)plan, (void)step_s;
+    struct k3_regen *g = ctx;
+    double t = k3_now_s();
+    if (t - g->t_sync >= 1.0 && !g->failed) {
+        if (k3_gen_journal_sync(&g->journal, &g->fail_err)) g->failed = 1;
+        g->t_sync = t;
+    }
+    progress(g, 0);
+}
+
+/* Rank 0: every conversation from its first missing reply; g->e is NULL when
+ * the journal already holds every reply. */
+static int pipeline(struct k3_regen *g, struct k3_err *err)
+{
+    int64_t cap = 0;
+    for (int64_t i = 0; i < g->n; i++) cap += g->it[i].n_turns;
+    g->sub = malloc(sizeof *g->sub * (size_t)(cap ? cap : 1));
+    K3_CHECK(g->sub, "out of memory");
     g->t_start = g->t_sync = g->t_print = k3_now_s();
     int rc = 0;
-    int64_t generated = 0;
-    for (g->round = 0; !rc; g->round++) {
-        int64_t active = 0;
-        for (int64_t i = 0; i < g->n; i++) active += g->it[i].active;
-        if (!active) break;
-        rc = round_submit(g, e, err);
-        if (!rc && g->n_running) {
-            k3_engine_job_run(e, K3_ENGINE_UNTIL_IDLE, on_step, g);
-            progress(g, 1);
-            generated += g->n_finished;
-        }
-        /* a failed submit leaves requests running: finish them (they go to the journal) */
-        if (rc && e && g->n_running) k3_engine_job_run(e, K3_ENGINE_UNTIL_IDLE, NULL, NULL);
-        if (g->sync_failed) rc = (*err = g->sync_err, -1);
-        if (k3_gen_journal_sync(&g->journal, rc ? &g->sync_err : err)) rc = -1;
-        if (!rc) rc = round_collect(g, err);
+    for (int64_t i = 0; !rc && i < g->n; i++) rc = advance(g, &g->it[i], err);
+    if (g->e) {
+        /* on a failed submit, what was submitted still runs to the journal */
+        if (rc) g->failed = 1;
+        k3_engine_job_run(g->e, K3_ENGINE_UNTIL_IDLE, on_step, g);
+        if (g->n_generated) progress(g, 1);
     }
+    if (!rc && g->failed) rc = (*err = g->fail_err, -1);
+    if (k3_gen_journal_sync(&g->journal, rc ? &g->fail_err : err)) rc = -1;
+    if (!rc && g->n_done != g->n)
+        rc = k3_err_set(err, "%lld samples were not finished when the engine went idle", (long long)(g->n - g->n_done));
     if (!rc && !g->journal.complete) rc = k3_gen_journal_complete(&g->journal, g->n, err);
     if (!rc)
-        K3_INFO(CMD ": %lld replies generated, %lld taken from %s, %d round(s); %lld conversation(s) ended early "
-                "(a reply cut by --max-tokens, or a next turn that no longer renders)", (long long)generated,
-                (long long)(g->journal.n - generated), g->o.journal, g->round, (long long)g->n_cut);
+        K3_INFO(CMD ": %lld replies generated, %lld taken from %s; %lld conversation(s) ended early (a reply cut by "
+                "--max-tokens, or a next turn that no longer renders)", (long long)g->n_generated,
+                (long long)g->n_journaled, g->o.journal, (long long)g->n_cut);
     return rc;
 }
 
 int k3_regen_run(struct k3_regen *g, struct k3_model_job *mj, const struct k3_deploy *d, struct k3_err *err)
 {
     struct k3_job *job = mj->job;
-    long long hdr[3] = {0, 0, 0};   /* need the engine, context, requests per round */
+    long long hdr[3] = {0, 0, 0};   /* need the engine, context, conversations */
     if (job->rank == 0) hdr[0] = !g->journal.complete, hdr[1] = g->context, hdr[2] = g->n;
     K3_CHECK_MPI(MPI_Bcast(hdr, 3, MPI_LONG_LONG, 0, job->world_comm));
     struct k3_engine_job *e = NULL;
@@ -509,7 +513,9 @@ int k3_regen_run(struct k3_regen *g, struct k3_model_job *mj, const struct k3_de
         rc = k3_engine_job_init(&e, mj, d, &size, err);
     }
     if (!rc && job->rank == 0) {
-        rc = rounds(g, e, err);
+        g->e = e;
+        rc = pipeline(g, err);
+        g->e = NULL;
         if (e) k3_engine_job_shutdown(e);
     } else if (!rc && e) {
         k3_engine_job_worker(e);
@@ -537,7 +543,7 @@ void k3_regen_free(struct k3_regen *g)
         free(it->mask);
     }
     free(g->it);
-    free(g->running);
+    free(g->sub);
     k3_gen_journal_free(&g->journal);
     free(g);
 }

@@ -3,8 +3,9 @@
  * EAGLE-3 recommends, before their hidden states are dumped.
  *
  * Policy (why in dump_regen.c):
- *   - messages lines: every assistant turn, in order, in rounds: round k
- *     regenerates turn k of every conversation at once (continuous batching),
+ *   - messages lines: every assistant turn, in order, all conversations at
+ *     once; a conversation's next turn is submitted as soon as its previous
+ *     reply ends (continuous batching, no barrier between turns). Turn k is
  *     conditioned on the conversation up to it with the earlier turns
  *     replaced by the model's own replies as the chat format renders them (the
  *     output parser's reasoning, content and complete tool calls: what a client
@@ -13,7 +14,7 @@
  *     last assistant turn are dropped; a reply cut by --max-tokens, or a next
  *     turn that no longer renders, ends the conversation there.
  *   - prompt_ids lines: the ids are the prompt; the generated continuation is
- *     appended (one round).
+ *     appended (one turn).
  *   - a reply ends at the model's eos (<|end_of_msg|>), at one of the line's
  *     stop_token_ids (kept, like the eos), or after --max-tokens;
  *   - loss mask: 1 on the regenerated replies (earlier turns as rendered, the

@@ -12,11 +12,12 @@
 2. Resume: the same command again leaves the file as it is; with the HDF5 file removed,
    the replies come from OUT.gen (no generation) and the datasets are the same.
 3. With --tok-dir (the Kimi tokenizer, k3-tiny-chat): a two-turn conversation, greedy,
-   the first reply ended by a stop id so that a second round runs. Turn 1's reply equals
+   the first reply ended by a stop id so that a second turn runs. Turn 1's reply equals
    `k3 generate` on the prompt `k3 render` gives for the conversation up to it; the
    sample is turn 2's prompt followed by turn 2's exact ids, and that reply equals
    `k3 generate` on that prompt; the loss mask has exactly the two replies; the trailing
-   user message is dropped; the hidden states equal the reference's.
+   user message is dropped; the hidden states equal the reference's. A prompt_ids line
+   runs beside it, so turn 2 is submitted while another request is mid-decode.
 4. Bad input stops with exit 2 and a message: a conversation without an assistant turn,
    loss_mask with --generate, sampling flags without --generate, a bad temperature, a
    journal written by another command.
@@ -165,9 +166,10 @@ def chat_case(k3, work, tok_dir):
     samp = ["--generate", "--temperature", "0", "--max-tokens", "6"]
     # A random model never emits <|end_of_msg|>: find the third token of its first
     # reply and make it a stop id, so the first turn ends with "stop" and a second
-    # round runs on it.
+    # turn runs on it.
+    p1 = {"id": "p1", "prompt_ids": [1, 2, 3]}   # still running when c0's second turn is submitted
     with open(inp, "w") as f:
-        f.write(json.dumps({"id": "c0", "messages": msgs}) + "\n")
+        f.write(json.dumps({"id": "c0", "messages": msgs}) + "\n" + json.dumps(p1) + "\n")
     fresh(out)
     rc, log = t.run([k3, "dump", "--model", model, "--input", inp, "--out", out, "--layers", "2"] + samp + Q)
     t.check(rc == 0, f"chat probe: {log}")
@@ -176,7 +178,7 @@ def chat_case(k3, work, tok_dir):
     first = journal(out + ".gen")[0][(0, 0)][2]
     stop = next(x for i, x in enumerate(first) if i >= 1 and x not in first[:i])
     with open(inp, "w") as f:
-        f.write(json.dumps({"id": "c0", "stop_token_ids": [stop], "messages": msgs}) + "\n")
+        f.write(json.dumps({"id": "c0", "stop_token_ids": [stop], "messages": msgs}) + "\n" + json.dumps(p1) + "\n")
     fresh(out)
     rc, log = t.run([k3, "dump", "--model", model, "--input", inp, "--out", out, "--layers", "2,8", "--final",
                      "--dtype", "float32"] + samp + Q)
@@ -184,11 +186,13 @@ def chat_case(k3, work, tok_dir):
     if rc:
         return
     replies, complete = journal(out + ".gen")
-    t.check(complete and sorted(replies) == [(0, 0), (0, 1)], f"two rounds: {sorted(replies)}")
+    t.check(complete and sorted(replies) == [(0, 0), (0, 1), (1, 0)], f"two turns and p1: {sorted(replies)}")
     (s0, fin0, r0), (s1, fin1, r1) = replies[(0, 0)], replies[(0, 1)]
     t.check(fin0 == "stop" and r0[-1] == stop, f"turn 1 ends at the stop id (kept): {r0} {fin0}")
     f = h5py.File(out, "r")
-    ids, mask = [int(x) for x in f["tokens"][:]], [int(x) for x in f["loss_mask"][:]]
+    off = f["sample_offsets"][:]
+    ids = [int(x) for x in f["tokens"][off[0]:off[1]]]
+    mask = [int(x) for x in f["loss_mask"][off[0]:off[1]]]
     f.close()
     t.check(ids[-len(r1):] == r1 and mask[-len(r1):] == [1] * len(r1), "the sample ends with turn 2's exact ids")
     runs = "".join(map(str, mask)).replace("0", " ").split()
