@@ -38,6 +38,7 @@ struct group {
     struct k3_req **ent;        /* [max_seqs] this step's sequences */
     int *ent_new;               /* [max_seqs] their new tokens */
     int n_ent;
+    struct k3_req **cand, **cand_tmp; /* [max_seqs] decodes to plan, in admission order (and merge scratch) */
 };
 
 struct k3_sched {
@@ -102,7 +103,9 @@ int k3_sched_init(struct k3_sched **out, const struct k3_sched_limits *lim, stru
         g->ent_new = calloc((size_t)l->max_seqs, sizeof *g->ent_new);
         g->free_slots = calloc((size_t)l->kda_slots, sizeof *g->free_slots);
         g->free_blocks = calloc((size_t)l->n_blocks, sizeof *g->free_blocks);
-        ok = g->run && g->ent && g->ent_new && g->free_slots && g->free_blocks;
+        g->cand = calloc((size_t)l->max_seqs, sizeof *g->cand);
+        g->cand_tmp = calloc((size_t)l->max_seqs, sizeof *g->cand_tmp);
+        ok = g->run && g->ent && g->ent_new && g->free_slots && g->free_blocks && g->cand && g->cand_tmp;
         if (!ok) break;
         for (int j = 0; j < l->kda_slots; j++) g->free_slots[g->n_free_slots++] = l->kda_slots - 1 - j;
         for (int j = 0; j < l->n_blocks; j++) g->free_blocks[g->n_free_blocks++] = l->n_blocks - 1 - j;
@@ -131,6 +134,7 @@ void k3_sched_free(struct k3_sched *s)
         struct group *g = &s->g[i];
         for (int j = 0; g->run && j < g->n_run; j++) req_free(g->run[j]);
         free(g->run), free(g->ent), free(g->ent_new), free(g->free_slots), free(g->free_blocks);
+        free(g->cand), free(g->cand_tmp);
     }
     for (struct k3_req *r = s->qhead, *n; r; r = n) n = r->next, req_free(r);
     for (struct k3_req *r = s->inbox_head, *n; r; r = n) n = r->next, req_free(r);
@@ -399,6 +403,21 @@ static void update_stats(struct k3_sched *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Bottom-up merge sort of a[0, n) by admission order (tmp: n entries); no
+ * allocation, n log n, so that a step at 256 sequences stays well under 1 ms. */
+static void sort_by_admission(struct k3_req **a, struct k3_req **tmp, int n)
+{
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = a[i]->admitted <= a[j]->admitted ? a[i++] : a[j++];
+            while (i < mid) tmp[k++] = a[i++];
+            while (j < hi) tmp[k++] = a[j++];
+        }
+        memcpy(a, tmp, sizeof *a * (size_t)n);
+    }
+}
+
 void k3_sched_build(struct k3_sched *s, struct k3_step_plan *plan)
 {
     drain_inbox(s);
@@ -407,18 +426,17 @@ void k3_sched_build(struct k3_sched *s, struct k3_step_plan *plan)
     /* 1. decodes, earliest admitted first (they keep their blocks under preemption) */
     for (int gi = 0; gi < ng; gi++) {
         struct group *g = &s->g[gi];
-        for (int pass = 0; pass < g->n_run && g->budget > 0;) {
-            struct k3_req *best = NULL;
-            for (int i = 0; i < g->n_run; i++) {
-                struct k3_req *r = g->run[i];
-                if (r->planned != s->step + 1 && r->n_cached > 0 && r->n_tok - r->n_cached == 1 &&
-                    (!best || r->admitted < best->admitted))
-                    best = r;
-            }
-            if (!best) break;
-            if (grow_blocks(s, best, best->n_tok)) preempt(s, best);
-            else add_entry(s, best, 1);
-            pass++;
+        int n_cand = 0;
+        for (int i = 0; i < g->n_run; i++) {
+            struct k3_req *r = g->run[i];
+            if (r->n_cached > 0 && r->n_tok - r->n_cached == 1) g->cand[n_cand++] = r;
+        }
+        sort_by_admission(g->cand, g->cand_tmp, n_cand);
+        for (int i = 0; i < n_cand && g->budget > 0; i++) {
+            struct k3_req *r = g->cand[i];
+            if (r->state != REQ_RUNNING) continue; /* preempted for an earlier one */
+            if (grow_blocks(s, r, r->n_tok)) preempt(s, r);
+            else add_entry(s, r, 1);
         }
         /* 2. prefills in progress */
         for (int i = 0; i < g->n_run && g->budget > 0; i++) {

@@ -78,12 +78,28 @@ int k3_plan_add(struct k3_step_plan *p, const struct k3_plan_seq *seq, const int
     return 0;
 }
 
-/* FNV-1a over the payload: cheap, and enough to catch a torn or stale buffer. */
-static uint32_t checksum(const uint8_t *b, size_t n)
+/* FNV-1a style over the payload, a 32-bit word at a time in four
+ * independent lanes (a byte-wise chain cost ~0.1 ms for a plan of 256
+ * sequences), with the 4 bytes at `zero_at` read as zeros (the sum's own
+ * field): cheap, and enough to catch a torn or stale buffer. */
+static uint32_t checksum(const uint8_t *b, size_t n, size_t zero_at)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
-    return h;
+    uint32_t h[4] = {2166136261u, 2166136261u ^ 1u, 2166136261u ^ 2u, 2166136261u ^ 3u}, w[4];
+    uint8_t chunk[16];
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (i < zero_at + 4 && zero_at < i + 16) { /* the window with the sum field */
+            memcpy(chunk, b + i, sizeof chunk);
+            for (size_t j = i; j < i + 16; j++)
+                if (j >= zero_at && j < zero_at + 4) chunk[j - i] = 0;
+            memcpy(w, chunk, sizeof w);
+        } else {
+            memcpy(w, b + i, sizeof w);
+        }
+        for (int k = 0; k < 4; k++) h[k] = (h[k] ^ w[k]) * 16777619u;
+    }
+    for (; i < n; i++) h[0] = (h[0] ^ (i >= zero_at && i < zero_at + 4 ? 0 : b[i])) * 16777619u;
+    return ((h[0] * 16777619u ^ h[1]) * 16777619u ^ h[2]) * 16777619u ^ h[3];
 }
 
 #define PUT(dst, v) (memcpy((dst), &(v), sizeof(v)), (dst) += sizeof(v))
@@ -116,7 +132,7 @@ size_t k3_plan_encode(struct k3_step_plan *p)
     w += sizeof(int32_t) * (size_t)p->n_blocks;
     K3_CHECK((size_t)(w - p->buf) == n, "step plan encoding wrote %zu of %zu bytes",
              (size_t)(w - p->buf), n);
-    sum = checksum(p->buf, n); /* over everything, with the sum field still 0 */
+    sum = checksum(p->buf, n, (size_t)(sum_at - p->buf));
     memcpy(sum_at, &sum, sizeof sum);
     return n;
 }
@@ -142,11 +158,8 @@ int k3_plan_decode(struct k3_step_plan *p, const uint8_t *buf, size_t n, struct 
     size_t want = HEADER_BYTES + (size_t)ns * SEQ_BYTES + sizeof(int32_t) * ((size_t)nt + (size_t)nb);
     if (want != n)
         return k3_err_set(err, "step plan: counts imply %zu bytes, buffer has %zu", want, n);
-    /* the sum was taken with its own field zero: zero it in the hash input */
-    uint32_t h = checksum(buf, HEADER_BYTES - 4);
-    for (int i = 0; i < 4; i++) h = (h ^ 0u) * 16777619u;
-    for (size_t i = HEADER_BYTES; i < n; i++) h = (h ^ buf[i]) * 16777619u;
-    if (h != sum) return k3_err_set(err, "step plan: checksum mismatch (corrupt buffer)");
+    /* the sum was taken with its own field (the header's last word) as zeros */
+    if (checksum(buf, n, HEADER_BYTES - 4) != sum) return k3_err_set(err, "step plan: checksum mismatch (corrupt buffer)");
     k3_plan_reset(p, step, ng);
     p->flags = flags;
     p->seqs = k3_grow(p->seqs, &p->seq_cap, (size_t)ns + 1, sizeof *p->seqs, 16, "a step plan");
