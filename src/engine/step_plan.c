@@ -13,7 +13,7 @@
 #include "mpi/mpi_check.h"
 
 #define PLAN_MAGIC 0x4b33504cu /* "K3PL" read as a host-order u32 */
-#define PLAN_VERSION 2u
+#define PLAN_VERSION 3u  /* 3: word-lane checksum */
 #define HEADER_BYTES (4 + 4 + 8 + 4 + 4 * 4 + 4)
 #define SEQ_BYTES (8 + 4 * 6 + 4 + 4 * 4 + 4 * 3 + 4 + 8 + 4)
 
