@@ -198,7 +198,14 @@ static size_t bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const ui
     uint8_t len[BPE_SHORT];
     size_t k = 0;
     for (size_t i = 0; i < n; k++) {
-        int l = k3_utf8_check(s + i, n - i);
+        uint8_t b0 = s[i];
+        int l;
+        /* 2-byte, and 3-byte sequences without a narrower second-byte range, inline */
+        if (b0 >= 0xC2 && b0 <= 0xDF && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) l = 2;
+        else if (b0 >= 0xE1 && b0 <= 0xEF && b0 != 0xED && i + 2 < n && (s[i + 1] & 0xC0) == 0x80 &&
+                 (s[i + 2] & 0xC0) == 0x80)
+            l = 3;
+        else l = k3_utf8_check(s + i, n - i);
         if (l <= 0) return bpe_short(t, c, s, n, out); /* not UTF-8: only tests send that */
         int dl;
         uint32_t cp = k3_utf8_decode(s + i, &dl);

@@ -228,31 +228,38 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
  * under 16 bytes on either side (the tail after the last block can only end stretches).
  * No means "maybe": the exact scan decides. */
 #define RUN_BLOCKS ((K3_TOK_MAX_RUN_CHARS - 30) / 16)
-static int runs_bounded(const uint8_t *s, size_t n)
+/* The same pass finds the slices' starts (code point 400,000 k) when cuts is not NULL
+ * (room for n / K3_TOK_MAX_SLICE_CHARS of them); *n_cuts gets their count. */
+static int runs_bounded(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
 {
     uint32_t sp_run = 0, ns_run = 0, worst = 0;
-    for (size_t i = 0; i + 16 <= n; i += 16) {
+    size_t chars = 0, next = K3_TOK_MAX_SLICE_CHARS, nc = 0, i = 0;
+    for (; i + 16 <= n; i += 16) {
         struct k3_cut_blk b = k3_cut_blk16(s + i);
         sp_run = b.sp ? 0 : sp_run + 1;
         ns_run = b.ns ? 0 : ns_run + 1;
         uint32_t m = sp_run > ns_run ? sp_run : ns_run;
         worst = m > worst ? m : worst;
+        if (cuts) {
+            uint32_t starts = ~b.cont & 0xFFFF;
+            size_t c = (size_t)k3_popcount32(starts);
+            if (chars + c > next) { /* code point `next` starts in this block */
+                for (size_t k = next - chars; k; k--) starts &= starts - 1;
+                cuts[nc++] = i + (size_t)__builtin_ctz(starts);
+                next += K3_TOK_MAX_SLICE_CHARS;
+            }
+            chars += c;
+        }
     }
+    for (; cuts && i < n; i++) {
+        if ((s[i] & 0xC0) == 0x80) continue;
+        if (chars++ == next) {
+            cuts[nc++] = i;
+            next += K3_TOK_MAX_SLICE_CHARS;
+        }
+    }
+    *n_cuts = nc;
     return worst <= RUN_BLOCKS;
-}
-
-/* The end of the slice of K3_TOK_MAX_SLICE_CHARS characters from s[i] (or n). */
-static size_t slice_end(const uint8_t *s, size_t i, size_t n)
-{
-    size_t chars = 0;
-    for (; i + 16 <= n; i += 16) {
-        size_t c = 16 - (size_t)k3_popcount32(k3_cut_blk16(s + i).cont);
-        if (chars + c >= K3_TOK_MAX_SLICE_CHARS) break;
-        chars += c;
-    }
-    for (; i < n && chars < K3_TOK_MAX_SLICE_CHARS; i++) chars += (s[i] & 0xC0) != 0x80;
-    while (i < n && (s[i] & 0xC0) == 0x80) i++;
-    return i;
 }
 
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
@@ -265,17 +272,22 @@ static size_t slice_end(const uint8_t *s, size_t i, size_t n)
 static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3_tok_mode mode,
                      struct seg_sink *k)
 {
-    if (runs_bounded(s, n)) {
-        /* n bytes hold at most n characters */
-        size_t i = 0;
-        while (n - i > K3_TOK_MAX_SLICE_CHARS) {
-            size_t e = slice_end(s, i, n);
-            substring(t, s, i, e, mode, k);
-            i = e;
-        }
-        if (i < n) substring(t, s, i, n, mode, k);
-        return;
+    size_t *cuts = NULL, n_cuts = 0;
+    if (n > K3_TOK_MAX_SLICE_CHARS) { /* n bytes hold at most n code points */
+        cuts = malloc(sizeof(size_t) * (n / K3_TOK_MAX_SLICE_CHARS + 1));
+        K3_CHECK(cuts, "out of memory");
     }
+    int bounded = runs_bounded(s, n, cuts, &n_cuts);
+    if (bounded) {
+        size_t a = 0;
+        for (size_t c = 0; c < n_cuts; c++) {
+            substring(t, s, a, cuts[c], mode, k);
+            a = cuts[c];
+        }
+        if (a < n) substring(t, s, a, n, mode, k);
+    }
+    free(cuts);
+    if (bounded) return;
     size_t i = 0;
     while (i < n) {
         size_t sub_start = i, n_chars = 0, run = 0;
