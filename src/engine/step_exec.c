@@ -24,7 +24,9 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
     /* this rank's vocabulary slice only (the forward keeps logits local when sharded) */
     int64_t v0, v1;
     k3_forward_vocab_range(fwd, &v0, &v1);
-    ex->logits = malloc(sizeof(float) * (size_t)(max_new * (v1 - v0)));
+    /* rows of the last slice of a call only (k3_forward_run_last) */
+    int64_t rows = max_new < k3_forward_slice_tokens(fwd) ? max_new : k3_forward_slice_tokens(fwd);
+    ex->logits = malloc(sizeof(float) * (size_t)(rows * (v1 - v0)));
     ex->hist = malloc(sizeof *ex->hist * (size_t)(n_slots * max_ctx));
     /* a group samples at most one token per slot in a step */
     ex->mine = malloc(sizeof *ex->mine * (size_t)(n_slots + 1));
@@ -115,7 +117,8 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         /* a prefill chunk that samples nothing skips lm_head (no collective in it
          * with vocabulary-local logits, so groups may differ here) */
         float *logits = s->flags & K3_SEQ_SAMPLE ? ex->logits : NULL;
-        if (k3_forward_run(ex->fwd, c, plan->tokens + s->first_token, s->n_new, logits, &err))
+        int64_t rows = k3_forward_run_last(ex->fwd, c, plan->tokens + s->first_token, s->n_new, logits, &err);
+        if (rows < 0)
             K3_FATAL("step %llu, sequence %llu: %s", (unsigned long long)plan->step,
                      (unsigned long long)s->seq_id, err.msg);
         int32_t *hist = ex->hist + (int64_t)s->kda_slot * ex->max_ctx;
@@ -123,7 +126,7 @@ int k3_step_exec_run(struct k3_step_exec *ex, const struct k3_step_plan *plan, s
         if (s->flags & K3_SEQ_SAMPLE) {
             struct k3_sample_hist h = {hist, s->pos0 + s->n_new, s->sampling.n_prompt};
             struct k3_sample_out o;
-            k3_sampler_pick(&ex->sampler, &s->sampling, s->seq_id, ex->logits + (int64_t)(s->n_new - 1) * nv, &h,
+            k3_sampler_pick(&ex->sampler, &s->sampling, s->seq_id, ex->logits + (rows - 1) * nv, &h,
                             s->pos0 + s->n_new, &o);
             struct k3_sampled m = {.seq = first + j, .token = o.token, .logprob = o.logprob, .n_top = o.n_top};
             memcpy(m.top_ids, o.top_ids, sizeof m.top_ids);

@@ -37,7 +37,7 @@ struct k3_step_exec {
     struct k3_seq_cache *slots;   /* [n_slots] */
     int n_slots;
     struct k3_mla_pool pool;      /* paged MLA rows (pool.n_blocks 0: contiguous caches) */
-    float *logits;                /* [max_new, this rank's vocabulary slice] */
+    float *logits;                /* [min(max_new, forward slice), this rank's vocabulary slice] */
     int64_t max_new;
     struct k3_sampled *mine;      /* [max sequences of a plan] */
     int mine_cap;

@@ -361,8 +361,10 @@ int k3_forward_idle(struct k3_forward *f)
     return 0;
 }
 
-int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
-                   float *logits, struct k3_err *err)
+/* k3_forward_run, and with last_only the logits of the last slice only
+ * (written from logits[0]); returns the rows written, or -1. */
+static int64_t run_slices(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                          float *logits, int last_only, struct k3_err *err)
 {
     const struct k3_model_config *cfg = f->cfg;
     int bad = 0;
@@ -378,16 +380,32 @@ int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *
     int n_slices = bad ? -1 : (int)((n + f->opts.max_tok - 1) / f->opts.max_tok), most;
     if (agree_slices(f, n_slices, &most, err)) return -1;
     for (int s = n_slices; s < most; s++) idle_slice(f);
+    int64_t rows = 0;
     for (int64_t s = 0; s < n; s += f->opts.max_tok) {
         int64_t m = n - s < f->opts.max_tok ? n - s : f->opts.max_tok;
         int64_t v0, v1;
         k3_forward_vocab_range(f, &v0, &v1);
-        float *lg = logits ? logits + s * (v1 - v0) : NULL;
+        float *lg = !logits ? NULL : !last_only ? logits + s * (v1 - v0) : s + m == n ? logits : NULL;
+        if (lg) rows = last_only ? m : s + m;
         /* Block AttnRes is what sets the K3 layer loop apart; every other K3
          * difference (gate form, latent MoE, gated MLA) is a per-block config flag. */
         if (cfg->attn_res_block_size > 0) k3_arch_k3_run(f, c, ids + s, m, lg);
         else k3_arch_kimi_linear_run(f, c, ids + s, m, lg);
         c->n_past += m;
     }
-    return 0;
+    return rows;
 }
+
+int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                   float *logits, struct k3_err *err)
+{
+    return run_slices(f, c, ids, n, logits, 0, err) < 0 ? -1 : 0;
+}
+
+int64_t k3_forward_run_last(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                            float *logits, struct k3_err *err)
+{
+    return run_slices(f, c, ids, n, logits, 1, err);
+}
+
+int64_t k3_forward_slice_tokens(const struct k3_forward *f) { return f->opts.max_tok; }

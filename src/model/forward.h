@@ -105,6 +105,15 @@ void k3_forward_set_dump(struct k3_forward *f, const struct k3_dump *dump);
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                    float *logits, struct k3_err *err);
 
+/* The same, but lm_head runs for the last slice of tokens only (a prefill
+ * whose next token is sampled needs one row, not n): logits [rows, vocabulary
+ * slice], rows = the last slice's length (at most k3_forward_slice_tokens),
+ * the last token's row last. Returns rows, or -1 as k3_forward_run. */
+int64_t k3_forward_run_last(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
+                            float *logits, struct k3_err *err);
+/* Tokens per slice (max_tok). */
+int64_t k3_forward_slice_tokens(const struct k3_forward *f);
+
 /* The vocabulary rows [v0, v1) this rank's logits hold ([0, vocab) unless
  * sharded with vocab_local). */
 void k3_forward_vocab_range(const struct k3_forward *f, int64_t *v0, int64_t *v1);
