@@ -77,7 +77,6 @@ struct k3_regen {
     int32_t stop_ids[2];
     int n_stop_ids;
     int64_t context;            /* enough for any turn's request */
-    int all_journaled;          /* the journal already holds every reply */
     struct k3_gen_journal journal;
     /* rank 0's step thread */
     struct k3_engine_job *e;    /* NULL when every reply is in the journal */
