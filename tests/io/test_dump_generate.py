@@ -200,7 +200,8 @@ def chat_case(k3, work, tok_dir):
     p0 = render(k3, model, msgs[:2], os.path.join(work, "req0.json"))
     p1 = ids[:-len(r1)]
     t.check(p1[:len(p0)] == p0, "turn 2's prompt starts with turn 1's (K3's format appends)")
-    t.check(p1[len(p0):len(p0) + len(r0)] == r0, "turn 1's reply re-renders to the generated ids here")
+    # not a property of the policy (re-tokenized text may differ from the ids), only a note
+    print(f"# turn 1's reply re-rendered in turn 2's prompt is its generated ids: {p1[len(p0):len(p0) + len(r0)] == r0}")
     eos = 163586
     got = generate(k3, [], model, [
         {"id": 0, "prompt_ids": p0, "temperature": 0, "max_tokens": 6, "stop_token_ids": [eos, stop]},
