@@ -3,7 +3,8 @@
 1, 16 and 64 concurrent clients (streamed requests over raw HTTP, one thread per client).
 
     validation/bench/bench_serve.py --k3 build/k3 --model DIR [--config configs/deploy/tiny-2rank.cfg]
-        [--np 2] [--clients 1,16,64] [--requests-per-client 4] [--max-tokens 16] [--out FILE.md]
+        [--np 2] [--set KEY=VALUE ...] [--clients 1,16,64] [--requests-per-client 4] [--max-tokens 16]
+        [--out FILE.md]
     validation/bench/bench_serve.py --url http://127.0.0.1:8000 ...   (a server already running)
 
 Every request is checked in the same run: HTTP 200, an SSE stream ending in [DONE], exactly
@@ -112,6 +113,7 @@ def main():
     ap.add_argument("--clients", default="1,16,64")
     ap.add_argument("--requests-per-client", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--set", action="append", default=[], help="a deployment key for k3 serve, e.g. backend.threads=4")
     ap.add_argument("--out")
     a = ap.parse_args()
     proc = None
@@ -121,8 +123,9 @@ def main():
     else:
         log = open("/tmp/bench_serve.log", "w")
         mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(a.np)]
+        sets = [x for kv in a.set for x in ("--set", kv)]
         proc = subprocess.Popen(mpirun + [a.k3, "serve", "--model", a.model, "--config", a.config, "--port", "0",
-                                          "--log-level", "info"], stdout=log, stderr=subprocess.STDOUT,
+                                          "--log-level", "info", *sets], stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         port = None
         for _ in range(1200):
@@ -156,7 +159,7 @@ def main():
         with open(a.out, "w") as f:
             f.write(f"# `k3 serve` requests/s and time to first token\n\nMachine: {machine()}.\n"
                     f"Server: `mpirun -np {a.np} k3 serve --model {os.path.basename(a.model or '?')} --config "
-                    f"{a.config}`; clients: `validation/bench/bench_serve.py` on the same machine.\n"
+                    f"{a.config}{''.join(' --set ' + kv for kv in a.set)}`; clients: `validation/bench/bench_serve.py` on the same machine.\n"
                     f"Requests: streamed chat, a one-line user message ({rows[0]['prompt'] if rows else '?'} prompt tokens "
                     f"as K3 counts them, with the template's notes), {a.max_tokens} completion tokens, "
                     f"{a.requests_per_client} per client in sequence.\n\n"
