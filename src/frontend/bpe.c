@@ -368,37 +368,18 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     return bpe_short(t, c, s, n, out);
 }
 
-size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                    struct k3_bpe_cache *cache, int32_t *out)
+/* Pieces of 3+ bytes that no shortcut in k3_bpe_piece decided (kept out of line, so that
+ * the common path saves and restores few registers). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                         struct k3_bpe_cache *cache, int32_t *out)
 {
-    if (n == 1) {
-        out[0] = (int32_t)t->byte_rank[s[0]];
-        return 1;
-    }
-    if (n == 2) { /* the piece is a token, or its only pair is not: two bytes */
-        uint32_t r = t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
-        if (r != K3_TOK_NONE) {
-            out[0] = (int32_t)r;
-            return 1;
-        }
-        out[0] = (int32_t)t->byte_rank[s[0]];
-        out[1] = (int32_t)t->byte_rank[s[1]];
-        return 2;
-    }
-    if (n == 3 && s[0] >= 0xE0 && k3_utf8_check(s, 3) == 3) {
-        /* One character whose bytes merge into one token: that token is the piece's bytes,
-         * so the whole-piece lookup finds it too. */
-        int l;
-        uint64_t info = t->char_info[k3_utf8_decode(s, &l)];
-        if (info >> 32) {
-            out[0] = (int32_t)((info >> 32) - 1);
-            return 1;
-        }
-    }
     uint64_t w0 = k3_tok_word(s, n, avail);
-    if (n > K3_PIECE_CACHE_BYTES || !cache) {
-        uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
-        if (!cache || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
+    uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
+    if (!cache || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
+    if (n > K3_PIECE_CACHE_BYTES) {
         if (!cache->longs) {
             cache->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *cache->longs);
             K3_CHECK(cache->longs, "out of memory");
@@ -417,13 +398,9 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
         }
         return m;
     }
+    /* a miss of the piece cache (k3_bpe_piece looked): merge, and fill the entry */
     uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
-    uint64_t h = k3_piece_hash(w0, s, n, avail);
     struct k3_piece_cache_entry *e = &cache->e[(h >> 20) & cache->mask];
-    if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
-        for (int i = 0; i < K3_PIECE_CACHE_IDS; i++) out[i] = e->ids[i]; /* out has n + 4 */
-        return e->n_ids;
-    }
     int32_t tmp[K3_PIECE_CACHE_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
     size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
@@ -435,6 +412,48 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
         memcpy(e->ids, tmp, sizeof e->ids);
     }
     return m;
+}
+
+size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                    struct k3_bpe_cache *cache, int32_t *out)
+{
+    if (n == 1) {
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        return 1;
+    }
+    if (n == 2) { /* the piece is a token, or its only pair is not: two bytes */
+        uint32_t r = t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
+        if (r != K3_TOK_NONE) {
+            out[0] = (int32_t)r;
+            return 1;
+        }
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        out[1] = (int32_t)t->byte_rank[s[1]];
+        return 2;
+    }
+    if (n == 3 && s[0] >= 0xE1 && s[0] <= 0xEF && s[0] != 0xED && (s[1] & 0xC0) == 0x80 &&
+        (s[2] & 0xC0) == 0x80) {
+        /* One character (E0, ED, F0 leads with their narrower ranges go the long way) whose
+         * bytes merge into one token: that token is the piece's bytes, so the whole-piece
+         * lookup finds it too. */
+        int l;
+        uint64_t info = t->char_info[k3_utf8_decode(s, &l)];
+        if (info >> 32) {
+            out[0] = (int32_t)((info >> 32) - 1);
+            return 1;
+        }
+    }
+    if (n <= K3_PIECE_CACHE_BYTES && cache) { /* a hit of the piece cache */
+        uint64_t w0 = k3_tok_word(s, n, avail);
+        uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
+        uint64_t h = k3_piece_hash(w0, s, n, avail);
+        const struct k3_piece_cache_entry *e = &cache->e[(h >> 20) & cache->mask];
+        if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
+            for (int i = 0; i < K3_PIECE_CACHE_IDS; i++) out[i] = e->ids[i]; /* out has n + 4 */
+            return e->n_ids;
+        }
+    }
+    return piece_slow(t, s, n, avail, cache, out);
 }
 
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)

@@ -22,8 +22,13 @@
  * ASCII takes a byte table; other code points the generated Unicode 16.0 table. */
 #include "frontend/tok_internal.h"
 #include "frontend/unicode.h"
+#include "frontend/unicode_simd.h"
 
 #include <string.h>
+
+/* Words through 16-byte letter masks where SIMD has them (the byte loop would be slower
+ * than the 8-byte runs below). */
+#define K3_LETTERS_SIMD (K3_BLK_SIMD[0] != 'n')
 
 #include "core/log.h"
 
@@ -207,8 +212,16 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
             return ascii_space(s, p, n);                                             /* 6-8 */
         }
     }
-    size_t r = ascii_range_run(s, q, n, 'A', 'Z');
-    r = ascii_range_run(s, r, n, 'a', 'z');
+    size_t r;
+    uint32_t up, lo, u, l;
+    if (K3_LETTERS_SIMD && q + 16 <= n &&
+        (k3_letters16(s + q, &up, &lo), u = (uint32_t)__builtin_ctz(~up),
+         l = (uint32_t)__builtin_ctz(~(lo >> u)), u + l < 16)) {
+        r = q + u + l; /* [A-Z]*[a-z]* ends inside the 16 bytes */
+    } else {
+        r = ascii_range_run(s, q, n, 'A', 'Z');
+        r = ascii_range_run(s, r, n, 'a', 'z');
+    }
     if (r < n) {
         if (s[r] >= 0x80) return 0; /* a non-ASCII letter or mark may continue the word */
         if (s[r] == '\'') return contraction(s, r, n);

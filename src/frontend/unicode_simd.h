@@ -60,6 +60,16 @@ static inline struct k3_cut_blk k3_cut_blk16_scalar(const uint8_t *p)
     return r;
 }
 
+/* ASCII letters of p[0..16): bit i of *up / *lo when p[i] is in A-Z / a-z. */
+static inline void k3_letters16_scalar(const uint8_t *p, uint32_t *up, uint32_t *lo)
+{
+    *up = *lo = 0;
+    for (int i = 0; i < 16; i++) {
+        *up |= (uint32_t)(p[i] >= 'A' && p[i] <= 'Z') << i;
+        *lo |= (uint32_t)(p[i] >= 'a' && p[i] <= 'z') << i;
+    }
+}
+
 static inline struct k3_utf8_blk k3_utf8_blk16_scalar(const uint8_t *p)
 {
     struct k3_utf8_blk r = {0, 0, 0, 0, 0, 0};
@@ -130,6 +140,15 @@ static inline struct k3_blk k3_blk16(const uint8_t *p)
     r.space = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(asp, e2), _mm_or_si128(c2, _mm_or_si128(e1, e3))));
 #undef K3_B
     return r;
+}
+
+static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    *up = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('A' - 1)),
+                                                    _mm_cmplt_epi8(v, _mm_set1_epi8('Z' + 1))));
+    *lo = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
+                                                    _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1))));
 }
 
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
@@ -208,6 +227,13 @@ static inline struct k3_blk k3_blk16(const uint8_t *p)
     return r;
 }
 
+static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
+{
+    uint8x16_t v = vld1q_u8(p);
+    *up = k3_neon_mask(vandq_u8(vcgeq_u8(v, vdupq_n_u8('A')), vcleq_u8(v, vdupq_n_u8('Z'))));
+    *lo = k3_neon_mask(vandq_u8(vcgeq_u8(v, vdupq_n_u8('a')), vcleq_u8(v, vdupq_n_u8('z'))));
+}
+
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p);
@@ -250,6 +276,7 @@ static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p)
 static inline struct k3_blk k3_blk16(const uint8_t *p) { return k3_blk16_scalar(p); }
 static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p) { return k3_utf8_blk16_scalar(p); }
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p) { return k3_cut_blk16_scalar(p); }
+static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo) { k3_letters16_scalar(p, up, lo); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */

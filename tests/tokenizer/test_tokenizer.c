@@ -332,13 +332,19 @@ static void test_utf8_blocks(void)
     bad = 0;
     for (int k = 0; k < 200000; k++) {
         uint8_t b[32];
-        for (int i = 0; i < 32; i++) b[i] = k & 1 ? (uint8_t)rnd() : (uint8_t)(0x7F + rnd() % 0x81);
+        for (int i = 0; i < 32; i++)
+            b[i] = k % 3 == 0 ? (uint8_t)rnd() : k % 3 == 1 ? (uint8_t)(0x7F + rnd() % 0x81)
+                                                            : (uint8_t)(0x3F + rnd() % 0x3D); /* letters' edges */
         struct k3_utf8_blk u = k3_utf8_blk16(b), us = k3_utf8_blk16_scalar(b);
         struct k3_cut_blk c = k3_cut_blk16(b), cs = k3_cut_blk16_scalar(b);
+        uint32_t up, lo, ups, los;
+        k3_letters16(b, &up, &lo);
+        k3_letters16_scalar(b, &ups, &los);
         bad += u.hi != us.hi || u.cont != us.cont || u.l2 != us.l2 || u.l3 != us.l3 || u.l4 != us.l4 ||
-               u.bad != us.bad || c.sp != cs.sp || c.ns != cs.ns || c.cont != cs.cont;
+               u.bad != us.bad || c.sp != cs.sp || c.ns != cs.ns || c.cont != cs.cont || up != ups ||
+               lo != los;
     }
-    CHECK_MSG(bad == 0, "%d blocks: %s UTF-8/cut masks differ from the byte loops", bad, K3_BLK_SIMD);
+    CHECK_MSG(bad == 0, "%d blocks: %s UTF-8/cut/letter masks differ from the byte loops", bad, K3_BLK_SIMD);
 }
 
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
