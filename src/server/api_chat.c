@@ -152,13 +152,14 @@ static void respond_whole(struct k3_srv *s, struct k3_gen *g, const char *id, in
                           struct k3_srv_resp *out)
 {
     struct k3_gen_events ev = {0};
-    double waited = 0, limit = s->cfg.request_timeout_s;
-    while (!ev.done && waited < limit) {
-        if (!k3_gen_wait(g, 1.0, &ev)) waited += 1.0;
-    }
-    if (!ev.done) {
+    double limit = s->cfg.request_timeout_s;
+    int rc = k3_gen_wait_all(g, out, limit, &ev);
+    if (rc == -2) {
+        /* nobody reads this; 499 as nginx logs it, counted in /metrics */
+        k3_srv_error(out, 499, "client_closed_request", NULL, NULL, "the client closed the connection");
+    } else if (rc == -1) {
         k3_srv_error(out, 503, "server_error", NULL, "timeout",
-                     "no answer within %.0f s (server.request_timeout_s)", limit);
+                     "no token within %.0f s (server.request_timeout_s)", limit);
     } else if (ev.error) {
         k3_srv_error(out, 503, "server_error", NULL, ev.error, "the request was %s (server shutting down)",
                      ev.error);

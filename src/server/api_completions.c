@@ -188,12 +188,12 @@ void k3_api_completions(struct k3_srv *s, const struct k3_srv_req *rq, struct k3
         goto done;
     }
     struct k3_gen_events ev = {0};
-    double waited = 0;
-    while (!ev.done && waited < s->cfg.request_timeout_s)
-        if (!k3_gen_wait(g, 1.0, &ev)) waited += 1.0;
-    if (!ev.done || ev.error) {
-        k3_srv_error(out, 503, "server_error", NULL, ev.done ? ev.error : "timeout", "no answer: %s",
-                     ev.done ? ev.error : "timed out (server.request_timeout_s)");
+    int rc = k3_gen_wait_all(g, out, s->cfg.request_timeout_s, &ev);
+    if (rc == -2) {
+        k3_srv_error(out, 499, "client_closed_request", NULL, NULL, "the client closed the connection");
+    } else if (rc == -1 || ev.error) {
+        k3_srv_error(out, 503, "server_error", NULL, rc == -1 ? "timeout" : ev.error, "no answer: %s",
+                     rc == -1 ? "no token within server.request_timeout_s" : ev.error);
     } else {
         const struct k3_gen_result *r = k3_gen_result(g);
         json_t *ch = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", k3_api_str(r->content.p, r->content.n),

@@ -272,7 +272,15 @@ static int authorized(const struct k3_srv *s, const struct k3_srv_req *rq)
 
 void k3_srv_dispatch(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out)
 {
+    k3_srv_dispatch_conn(s, rq, NULL, NULL, out);
+}
+
+void k3_srv_dispatch_conn(struct k3_srv *s, const struct k3_srv_req *rq, int (*client_alive)(void *ctx),
+                          void *ctx, struct k3_srv_resp *out)
+{
     memset(out, 0, sizeof *out);
+    out->client_alive = client_alive;
+    out->client_ctx = ctx;
     const struct k3_route *r = NULL;
     int route = -1, path_known = 0;
     for (int i = 0; i < k3_srv_n_routes; i++) {

@@ -412,6 +412,23 @@ int k3_gen_wait(struct k3_gen *g, double timeout_s, struct k3_gen_events *ev)
     return got;
 }
 
+int k3_gen_wait_all(struct k3_gen *g, const struct k3_srv_resp *out, double idle_timeout_s,
+                    struct k3_gen_events *ev)
+{
+    const double poll_s = 0.25; /* how soon a client that left is noticed */
+    double idle = 0;
+    for (;;) {
+        int got = k3_gen_wait(g, poll_s, ev);
+        if (ev->done) return 0;
+        idle = got ? 0 : idle + poll_s;
+        if (idle >= idle_timeout_s) return -1;
+        if (out->client_alive && !out->client_alive(out->client_ctx)) {
+            k3_gen_cancel(g);
+            return -2;
+        }
+    }
+}
+
 const struct k3_gen_result *k3_gen_result(struct k3_gen *g)
 {
     pthread_mutex_lock(&g->mu);

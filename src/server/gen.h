@@ -98,6 +98,11 @@ int k3_gen_start(struct k3_srv *s, const struct k3_gen_params *p, struct k3_gen 
 /* Appends what arrived to ev, waiting at most timeout_s for something. Returns 1 when ev
  * changed (new pieces, or done), 0 on timeout. Once done, returns 1 at once. */
 int k3_gen_wait(struct k3_gen *g, double timeout_s, struct k3_gen_events *ev);
+/* A non-streamed answer: waits until done (ev accumulates every piece). Returns 0; -1 when
+ * nothing arrived for idle_timeout_s; -2 when the client left (out->client_alive), after
+ * cancelling the sequence. */
+int k3_gen_wait_all(struct k3_gen *g, const struct k3_srv_resp *out, double idle_timeout_s,
+                    struct k3_gen_events *ev);
 /* The whole answer; NULL until done. Owned by g. */
 const struct k3_gen_result *k3_gen_result(struct k3_gen *g);
 /* Asks the scheduler to stop the sequence (takes effect at the next step). */

@@ -2,6 +2,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -79,9 +80,23 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* Whether the peer is still there: a zero-byte peek means it closed its end. Only the
+ * connection's own thread calls this (thread per connection), between its callbacks'
+ * waits, and a peek consumes nothing. */
+static int client_alive(void *ctx)
+{
+    struct MHD_Connection *mc = ctx;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 1;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return 1; /* a pipelined next request */
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
 static enum MHD_Result respond(struct MHD_Connection *mc, struct conn *c, const struct k3_srv_req *rq)
 {
-    k3_srv_dispatch(c->h->srv, rq, &c->resp);
+    k3_srv_dispatch_conn(c->h->srv, rq, client_alive, mc, &c->resp);
     c->have_resp = 1;
     struct MHD_Response *r;
     if (c->resp.stream.next) {

@@ -93,6 +93,11 @@ struct k3_srv_resp {
     struct k3_sbuf body;                          /* the whole body, when not a stream */
     struct k3_srv_stream stream;                  /* stream.next != NULL: status 200 + stream */
     k3_srv_err_format err_format;                 /* set by dispatch: the route's error format */
+    /* Set by k3_srv_dispatch_conn (NULL without a socket): 1 while the client is still
+     * connected. A handler that waits for a whole answer asks it and cancels when the
+     * client has left (k3_gen_wait_all). */
+    int (*client_alive)(void *ctx);
+    void *client_ctx;
 };
 
 struct k3_srv;
@@ -105,6 +110,9 @@ void k3_srv_free(struct k3_srv *s);
 /* Fills out (zero-initialised here). Never fails: every problem is a status and an error
  * object. A request waits here only for a non-streamed generation. */
 void k3_srv_dispatch(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv_resp *out);
+/* The same from a connection: client_alive(ctx) says whether its client is still there. */
+void k3_srv_dispatch_conn(struct k3_srv *s, const struct k3_srv_req *rq, int (*client_alive)(void *ctx),
+                          void *ctx, struct k3_srv_resp *out);
 /* Frees the body; closes a stream still open as aborted. */
 void k3_srv_resp_free(struct k3_srv_resp *r);
 

@@ -356,6 +356,11 @@ static int metric(struct k3_srv *s, const char *name)
     return v;
 }
 
+static int alive_for_4_polls(void *ctx)
+{
+    return ++*(int *)ctx <= 4;
+}
+
 /* A client that leaves mid-stream: its slot and blocks come back; 429 while it ran with
  * max_active 1; 503 while draining. */
 static void test_disconnect_and_limits(void)
@@ -385,6 +390,17 @@ static void test_disconnect_and_limits(void)
               "slots %d/%d blocks %d/%d after the client left", metric(s, "k3_kda_slots_free"), total_slots,
               metric(s, "k3_mla_blocks_free"), total_blocks);
     CHECK_MSG(metric(s, "k3_requests_finished_total{reason=\"cancelled\"}") == 1, "cancel counted");
+    /* a non-streamed request whose client leaves while it waits for the whole answer */
+    const char *whole = "{\"messages\": [{\"role\": \"user\", \"content\": \"go on forever\"}]}";
+    struct k3_srv_req rq2 = {"POST", "/v1/chat/completions", NULL, 0, whole, strlen(whole)};
+    int polls = 0;
+    k3_srv_dispatch_conn(s, &rq2, alive_for_4_polls, &polls, &r);
+    CHECK_MSG(r.status == 499 && polls == 5, "client gone while waiting: %d after %d polls", r.status, polls);
+    k3_srv_resp_free(&r);
+    for (int i = 0; i < 400 && k3_srv_n_active(s); i++) usleep(5000);
+    CHECK_MSG(metric(s, "k3_kda_slots_free") == total_slots && metric(s, "k3_mla_blocks_free") == total_blocks &&
+              metric(s, "k3_requests_finished_total{reason=\"cancelled\"}") == 2,
+              "slots and blocks back after a non-streamed client left");
     atomic_store(&fk.endless, 0);
     k3_srv_drain(s);
     struct resp d = call(s, "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", NULL);

@@ -304,7 +304,27 @@ def test_disconnect(srv):
           f"slots/blocks back after the client left: {metric(after, 'k3_kda_slots_free')}/{total_slots}, "
           f"{metric(after, 'k3_mla_blocks_free')}/{total_blocks}")
     check(metric(after, "k3_requests_finished_total", reason="cancelled") == cancelled0 + 1, "one request cancelled")
-    print(f"disconnect: resources back {time.time() - t0:.2f} s after the client left")
+    print(f"disconnect: resources back {time.time() - t0:.2f} s after the streaming client left")
+    # a non-streamed request whose client leaves while the server waits for the whole answer
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"model": MODEL, "messages": [{"role": "user", "content": "tell me a long story"}], "max_tokens": 4000}),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    t0 = time.time()
+    while time.time() - t0 < 30 and metric(metrics(srv)[1], "k3_requests_running") != 1:
+        time.sleep(0.1)
+    c.sock.shutdown(2)
+    c.close()
+    t0 = time.time()
+    while time.time() - t0 < 30:
+        _, after = metrics(srv)
+        if metric(after, "k3_requests_active") == 0 and metric(after, "k3_kda_slots_free") == total_slots:
+            break
+        time.sleep(0.2)
+    check(metric(after, "k3_kda_slots_free") == total_slots and metric(after, "k3_mla_blocks_free") == total_blocks
+          and metric(after, "k3_requests_finished_total", reason="cancelled") == cancelled0 + 2,
+          "a non-streamed request is cancelled when its client leaves")
+    print(f"disconnect: resources back {time.time() - t0:.2f} s after the non-streaming client left")
 
 
 def test_metrics(srv):
