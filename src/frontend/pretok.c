@@ -106,6 +106,17 @@ static inline size_t run_of(const uint8_t *s, size_t q, size_t n, unsigned want)
     return q;
 }
 
+/* [\p{Han}]+ continued from q: 3-byte characters (nearly all Han) decoded inline. */
+static inline size_t han_run(const uint8_t *s, size_t q, size_t n)
+{
+    while (q + 3 <= n && (s[q] & 0xF0) == 0xE0) {
+        uint32_t cp = (uint32_t)(s[q] & 0x0F) << 12 | (uint32_t)(s[q + 1] & 0x3F) << 6 | (s[q + 2] & 0x3F);
+        if (!(k3_uc_flags(cp) & K3_UC_HAN)) return q;
+        q += 3;
+    }
+    return run_of(s, q, n, K3_UC_HAN);
+}
+
 /* Alternative 2 without the prefix, from q: U* W+ C?. Returns the end or 0. */
 static size_t alt_upper_lower(const uint8_t *s, size_t q, size_t n)
 {
@@ -254,7 +265,7 @@ static size_t pretok_general(const uint8_t *s, size_t p, size_t n)
     int len;
     unsigned f = char_at(s, p, &len);
     size_t q = p + (size_t)len, e;
-    if (f & K3_UC_HAN) return run_of(s, q, n, K3_UC_HAN); /* 1 */
+    if (f & K3_UC_HAN) return han_run(s, q, n); /* 1 */
     int prefix = in_prefix(f, s[p]);
     /* 2, then 3: each with the prefix first, then without. */
     if (prefix && (e = alt_upper_lower(s, q, n))) return e;
