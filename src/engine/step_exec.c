@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "mpi/mpi_check.h"
 
 int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg,
                       struct k3_forward *fwd, const struct k3_groups *groups, struct k3_comm *tp_comm,
@@ -32,7 +33,7 @@ int k3_step_exec_init(struct k3_step_exec *ex, const struct k3_model_config *cfg
     ex->mine = malloc(sizeof *ex->mine * (size_t)(n_slots + 1));
     ex->mine_cap = n_slots;
     int world_size;
-    MPI_Comm_size(world, &world_size);
+    K3_CHECK_MPI(MPI_Comm_size(world, &world_size));
     ex->gather_counts = malloc(sizeof *ex->gather_counts * 2 * (size_t)world_size);
     if (!ex->slots || !ex->logits || !ex->hist || !ex->mine || !ex->gather_counts) {
         k3_step_exec_free(ex);
