@@ -105,17 +105,16 @@ def metrics(port):
 
 
 def body_for(api, rng):
-    msgs = [{"role": "user", "content": rng.choice(["Hello!", "Weather in Oslo?", "Write a poem about the sea.",
-                                                    "你好，今天怎么样？", "List three colours."])}]
-    if api == "openai":
-        b = {"model": MODEL, "messages": msgs, "max_tokens": rng.randint(4, 24), "stream": True,
-             "seed": rng.randint(0, 1 << 30)}
-        if rng.random() < 0.5:
-            b["thinking"] = {"type": "disabled"}
-        return "/v1/chat/completions", b
-    b = {"model": MODEL, "messages": msgs, "max_tokens": rng.randint(4, 24), "stream": True,
+    """Short prompts and answers: under AddressSanitizer the CPU forward is the slow part,
+    and the load is on the server's connections and sequences, not on the model."""
+    msgs = [{"role": "user", "content": rng.choice(["Hi!", "Colours?", "你好", "Why?", "Sea poem."])}]
+    b = {"model": MODEL, "messages": msgs, "max_tokens": rng.randint(2, 8), "stream": True,
          "seed": rng.randint(0, 1 << 30)}
-    if rng.random() < 0.5:
+    think = rng.random() < 0.1
+    if api == "openai":
+        b["thinking"] = {"type": "enabled" if think else "disabled"}
+        return "/v1/chat/completions", b
+    if think:
         b["thinking"] = {"type": "adaptive"}
     return "/v1/messages", b
 
