@@ -236,7 +236,7 @@ def test_thinking(srv):
     m = c.messages.create(model=MODEL, max_tokens=5, messages=USER, thinking={"type": "adaptive"},
                           extra_body={"seed": 2})
     check(m.content and m.content[0].type == "thinking" and m.content[0].signature == "", f"thinking block {m.content}")
-    check(m.stop_reason == "max_tokens", "random weights think past 5 tokens")
+    check(m.stop_reason in ("max_tokens", "end_turn") and m.usage.output_tokens <= 5, f"thinking stop {m}")
     # enabled + budget: read the first events, then leave (max_tokens must exceed the budget)
     active0 = metric(srv, "k3_requests_active")
     cancelled0 = metric(srv, 'k3_requests_finished_total{reason="cancelled"}')
