@@ -414,8 +414,8 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     return m;
 }
 
-size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                    struct k3_bpe_cache *cache, int32_t *out)
+static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                               struct k3_bpe_cache *cache, int32_t *out)
 {
     if (n == 1) {
         out[0] = (int32_t)t->byte_rank[s[0]];
@@ -454,6 +454,23 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
         }
     }
     return piece_slow(t, s, n, avail, cache, out);
+}
+
+size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
+                    struct k3_bpe_cache *cache, int32_t *out)
+{
+    return bpe_piece(t, s, n, avail, cache, out);
+}
+
+size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
+                     size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out)
+{
+    int32_t *o = out;
+    for (size_t i = 0; i < m; i++) {
+        o += bpe_piece(t, s + p, ends[i] - p, (size_t)(end - (s + p)), cache, o);
+        p = ends[i];
+    }
+    return (size_t)(o - out);
 }
 
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)

@@ -249,6 +249,10 @@ size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_
  * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
                     struct k3_bpe_cache *cache, int32_t *out);
+/* The ids of the consecutive pieces s[p..ends[0]), s[ends[0]..ends[1]), ... (m of them), end
+ * the end of the readable buffer; out has room for ends[m - 1] - p + 4 ids. Returns the count. */
+size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
+                     size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */

@@ -149,12 +149,8 @@ static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, 
     while (p < n) {
         size_t m = k3_pretok_batch(s, p, n, ends, PIECE_BATCH);
         ids_reserve(out, ends[m - 1] - p + 4); /* a piece has at most one id per byte */
-        int32_t *ids = out->ids + out->n;
-        for (size_t i = 0; i < m; i++) {
-            ids += k3_bpe_piece(t, s + p, ends[i] - p, (size_t)(end - (s + p)), cache, ids);
-            p = ends[i];
-        }
-        out->n = (size_t)(ids - out->ids);
+        out->n += k3_bpe_pieces(t, s, p, ends, m, end, cache, out->ids + out->n);
+        p = ends[m - 1];
     }
 }
 
