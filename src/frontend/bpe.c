@@ -164,16 +164,19 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     memcpy(&w1, buf + 8, 8);
     uint64_t h = k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1);
     if (!c->segs) {
-        c->segs = calloc((size_t)c->mask + 1, sizeof *c->segs);
+        c->segs = malloc(((size_t)c->mask + 1) * sizeof *c->segs);
         K3_CHECK(c->segs, "out of memory");
     }
-    struct k3_piece_cache_entry *e = &c->segs[(h >> 20) & c->mask];
-    if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
+    uint32_t slot = (uint32_t)(h >> 20) & c->mask;
+    uint64_t *valid = c->valid + ((size_t)c->mask + 1) / 64;
+    struct k3_piece_cache_entry *e = &c->segs[slot];
+    if (k3_cache_valid(valid, slot) && e->w0 == w0 && e->w1 == w1 && e->len == n) {
         memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
         return e->n_ids;
     }
     size_t m = bpe_chars_core(t, c, s, n, k, cps, len, out);
     if (m <= K3_PIECE_CACHE_IDS) {
+        k3_cache_set_valid(valid, slot);
         e->w0 = w0;
         e->w1 = w1;
         e->len = (uint16_t)n;
@@ -326,15 +329,15 @@ static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uin
 void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes)
 {
     /* About one entry per 8 bytes of text, 256 .. 16384 entries of 32 B (at most 512 KiB,
-     * zeroed: calloc writes them when it reuses heap memory). The segment and long-piece
-     * caches come on first use: text without multi-byte or long pieces never pays for them. */
+     * never cleared: see valid). The segment and long-piece caches come on first use. */
     size_t n = 256;
     while (n < 16384 && n * 8 < text_bytes) n *= 2;
-    c->e = calloc(n, sizeof *c->e);
+    c->e = malloc(n * sizeof *c->e);
     c->pairs = malloc(sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->segs = NULL; /* on first use: text without multi-byte or long pieces needs neither */
     c->longs = NULL;
-    K3_CHECK(c->e && c->pairs, "out of memory");
+    c->valid = calloc(2 * n / 64 + K3_LONG_CACHE_ENTRIES / 64, sizeof(uint64_t));
+    K3_CHECK(c->e && c->pairs && c->valid, "out of memory");
     memset(c->pairs, 0xFF, sizeof(uint64_t) * K3_PAIR_CACHE_ENTRIES);
     c->mask = (uint32_t)n - 1;
 }
@@ -345,6 +348,8 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
     free(c->segs);
     free(c->pairs);
     free(c->longs);
+    free(c->valid);
+    c->valid = NULL;
     c->e = NULL;
     c->segs = NULL;
     c->pairs = NULL;
@@ -381,16 +386,19 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     if (!cache || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
     if (n > K3_PIECE_CACHE_BYTES) {
         if (!cache->longs) {
-            cache->longs = calloc(K3_LONG_CACHE_ENTRIES, sizeof *cache->longs);
+            cache->longs = malloc(K3_LONG_CACHE_ENTRIES * sizeof *cache->longs);
             K3_CHECK(cache->longs, "out of memory");
         }
-        struct k3_long_cache_entry *e = &cache->longs[(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1)];
-        if (e->len == n && !memcmp(e->key, s, n)) {
+        uint32_t slot = (uint32_t)(h >> 20) & (K3_LONG_CACHE_ENTRIES - 1);
+        uint64_t *valid = cache->valid + 2 * ((size_t)cache->mask + 1) / 64;
+        struct k3_long_cache_entry *e = &cache->longs[slot];
+        if (k3_cache_valid(valid, slot) && e->len == n && !memcmp(e->key, s, n)) {
             memcpy(out, e->ids, sizeof(int32_t) * e->n_ids);
             return e->n_ids;
         }
         size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
         if (m <= K3_LONG_CACHE_IDS) {
+            k3_cache_set_valid(valid, slot);
             e->len = (uint16_t)n;
             e->n_ids = (uint16_t)m;
             memcpy(e->ids, out, m * sizeof(int32_t));
@@ -400,11 +408,13 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     }
     /* a miss of the piece cache (k3_bpe_piece looked): merge, and fill the entry */
     uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
-    struct k3_piece_cache_entry *e = &cache->e[(h >> 20) & cache->mask];
+    uint32_t slot = (uint32_t)(h >> 20) & cache->mask;
+    struct k3_piece_cache_entry *e = &cache->e[slot];
     int32_t tmp[K3_PIECE_CACHE_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
     size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
     if (m <= K3_PIECE_CACHE_IDS) {
+        k3_cache_set_valid(cache->valid, slot);
         e->w0 = w0;
         e->w1 = w1;
         e->len = (uint16_t)n;
@@ -447,8 +457,9 @@ static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t 
         uint64_t w0 = k3_tok_word(s, n, avail);
         uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
         uint64_t h = k3_piece_hash(w0, s, n, avail);
-        const struct k3_piece_cache_entry *e = &cache->e[(h >> 20) & cache->mask];
-        if (e->w0 == w0 && e->w1 == w1 && e->len == n) {
+        uint32_t slot = (uint32_t)(h >> 20) & cache->mask;
+        const struct k3_piece_cache_entry *e = &cache->e[slot];
+        if (k3_cache_valid(cache->valid, slot) && e->w0 == w0 && e->w1 == w1 && e->len == n) {
             for (int i = 0; i < K3_PIECE_CACHE_IDS; i++) out[i] = e->ids[i]; /* out has n + 4 */
             return e->n_ids;
         }

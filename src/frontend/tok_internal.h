@@ -204,7 +204,14 @@ struct k3_bpe_cache {
     uint32_t mask;
     struct k3_long_cache_entry *longs; /* [K3_LONG_CACHE_ENTRIES] */
     uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
+    /* Which entries hold something: bits for e, then segs, then longs. The tables themselves
+     * are never cleared (a call would otherwise write them all, hundreds of KiB through the
+     * caches, before its first piece); an entry is read only when its bit is set. */
+    uint64_t *valid;
 };
+
+static inline int k3_cache_valid(const uint64_t *v, uint32_t i) { return (int)(v[i >> 6] >> (i & 63) & 1); }
+static inline void k3_cache_set_valid(uint64_t *v, uint32_t i) { v[i >> 6] |= 1ull << (i & 63); }
 
 static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
                                                uint32_t a, uint32_t b)

@@ -483,7 +483,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         s = clean;
     }
     if (!mt || len < MT_MIN_BYTES) {
-        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, NULL, 0, NULL, NULL}, out};
+        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, NULL, 0, NULL, NULL, NULL}, out};
         ids_reserve(out, len / 3 + 16); /* most text has more than 3 bytes per token */
         k3_bpe_cache_init(&c.cache, len);
         segments(t, s, len, mode, &c.k);
