@@ -1,9 +1,11 @@
 /* step_exec.h - every rank runs the step that rank 0 planned.
  *
- * A rank runs the sequences of its attention group in plan order, each from
- * the cache its KDA slot names, and calls k3_forward_idle for every sequence
- * another group has beyond its own count, so that all ranks make the same
- * number of forward calls (the MoE collectives span every rank). For each
+ * A rank runs the sequences of its attention group (prefill chunks and
+ * decodes mixed) as one batched forward call (k3_forward_run_batch), each
+ * sequence from the cache its KDA slot names, so the weights are read once
+ * per step and not once per sequence; a group with no sequences in the step
+ * calls k3_forward_idle once, so that all ranks make one forward call per
+ * step (the MoE collectives span every rank). For each
  * K3_SEQ_SAMPLE sequence the group picks the next token from the last
  * position's logits (vocabulary-parallel when the forward keeps its logits
  * local: engine/sample_dist.h), its leader (tp rank 0) reports it, and rank 0
@@ -37,7 +39,8 @@ struct k3_step_exec {
     struct k3_seq_cache *slots;   /* [n_slots] */
     int n_slots;
     struct k3_mla_pool pool;      /* paged MLA rows (pool.n_blocks 0: contiguous caches) */
-    float *logits;                /* [min(max_new, forward slice), this rank's vocabulary slice] */
+    float *logits;                /* [n_slots, this rank's vocabulary slice]: a row per sampled sequence */
+    struct k3_batch_seq *batch;   /* [n_slots] the group's sequences of a step */
     int64_t max_new;
     struct k3_sampled *mine;      /* [max sequences of a plan] */
     int mine_cap;

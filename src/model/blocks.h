@@ -1,6 +1,7 @@
 /* blocks.h - internal to src/model: the run state one forward slice shares
  * between the architecture files (k3.c, kimi_linear.c) and the blocks (kda.c,
- * mla.c, moe.c, attn_res.c). Not a public header. */
+ * mla.c, moe.c, attn_res.c). Not a public header. A slice holds the new
+ * tokens of one or more sequences (k3_forward_run_batch). */
 #ifndef K3_MODEL_BLOCKS_H
 #define K3_MODEL_BLOCKS_H
 
@@ -19,6 +20,25 @@ struct k3_moe_ep {
     size_t *xpose_counts;        /* [4 * tp] */
     size_t recv_cap, pair_x_cap, pair_y_cap, pair_w_cap, pair_idx_cap, y_recv_cap, routed_cap, zpart_cap,
         xpose_cap;
+};
+
+/* One slice of a forward call: the rows [0, n) of the workspace hold
+ * consecutive runs of tokens of one or more sequences (segments). The
+ * token-wise parts run over all n rows; KDA and MLA run per segment, on the
+ * segment's cache at positions c->n_past.. (n_past advances after the slice). */
+struct fwd_seg {
+    struct k3_seq_cache *c;
+    const int32_t *ids;          /* [n] */
+    int64_t row0, n;             /* rows [row0, row0 + n) of the slice */
+};
+
+struct fwd_slice {
+    const struct fwd_seg *seg;
+    int n_seg;
+    int64_t n;                   /* rows, the sum of the segments' */
+    const int64_t *lm_rows;      /* [n_lm] ascending rows that get logits */
+    int64_t n_lm;
+    float *logits;               /* [n_lm, vocabulary slice]; NULL when n_lm is 0 */
 };
 
 struct k3_forward {
@@ -40,6 +60,9 @@ struct k3_forward {
     int kda_heads, mla_heads;   /* heads this rank holds */
     struct k3_moe_ep ep;
     float *lm_gather;           /* [tp, max_tok, ceil(V / tp)] for the vocabulary gather */
+    /* A slice's segments and logit rows, [max_tok] each (a segment has a row at least). */
+    struct fwd_seg *segs;
+    int64_t *lm_rows;
 };
 
 /* Scratch for one block (fatal if the size table in forward.c was wrong). */
@@ -60,12 +83,11 @@ void fwd_copy(struct k3_forward *f, float *y, int64_t ldy, const float *x, int64
 /* y = a + b over n contiguous rows of m, through the backend (y may be a). */
 void fwd_add(struct k3_forward *f, float *y, const float *a, const float *b, int64_t n, int64_t m);
 
-/* Blocks. xn [n, d] is the normed sub-layer input, out [n, d] the sub-layer output. */
-void kda_block(struct k3_forward *f, int l, struct k3_layer_cache *c, const float *xn, int64_t n,
-               float *out);
-/* c: the sequence's cache (contiguous, or paged through its block table). */
-void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0, const float *xn,
-               int64_t n, float *out);
+/* Blocks. xn [n, d] is the normed sub-layer input, out [n, d] the sub-layer
+ * output, n = s->n. The sequence mixers run per segment of the slice, each on
+ * its sequence's cache (MLA: contiguous, or paged through its block table). */
+void kda_block(struct k3_forward *f, int l, const struct fwd_slice *s, const float *xn, float *out);
+void mla_block(struct k3_forward *f, int l, const struct fwd_slice *s, const float *xn, float *out);
 void moe_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
 void mlp_block(struct k3_forward *f, const struct k3_mlp_weights *w, const float *xn, int64_t n,
                float *out, int accumulate);
@@ -81,14 +103,17 @@ void attn_res_mix(struct k3_forward *f, const float *q, const float *const *cand
  * on one rank); logits of the whole vocabulary from the group's row slices. */
 void fwd_tp_all_reduce(struct k3_forward *f, float *x, int64_t count, const char *what);
 void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits);
+/* The slice's logits: final-normed rows xn [s->n, d] -> s->logits for s->lm_rows
+ * (gathered into tmp [max_tok, d] unless they are one run). */
+void fwd_slice_logits(struct k3_forward *f, const struct fwd_slice *s, const float *xn, float *tmp);
 /* The MoE sub-layer with experts spread over ranks (moe_ep.c). */
 void moe_ep_block(struct k3_forward *f, int l, const float *xn, int64_t n, float *out);
 void moe_ep_state_free(struct k3_moe_ep *s);
 
 /* The layer loops, one per architecture. */
-void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
-                    float *logits);
-void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids,
-                             int64_t n, float *logits);
+void k3_arch_k3_run(struct k3_forward *f, const struct fwd_slice *s);
+void k3_arch_kimi_linear_run(struct k3_forward *f, const struct fwd_slice *s);
+/* [s->n, d] out: each segment's token embeddings at its rows. */
+void fwd_embed(struct k3_forward *f, const struct fwd_slice *s, float *out);
 
 #endif

@@ -10,7 +10,13 @@
  * (listed in scratch_per_token) times max_tok, plus MLA's prefill expansion of
  * the latent cache [max_ctx, H·(2·dn + dr + dv)] and the latent rows of a
  * paged cache gathered in token order [max_ctx, r + dr]. Nothing is allocated by the
- * model code after init (the CPU ops allocate small per-call buffers). */
+ * model code after init (the CPU ops allocate small per-call buffers).
+ *
+ * Batches (k3_forward_run_batch): the new tokens of several sequences are laid
+ * one after another in the workspace rows and cut into slices of max_tok; a
+ * slice lists its segments (sequence, rows) for the blocks that keep
+ * per-sequence state (KDA, MLA) and the rows that get logits. A single
+ * sequence is a batch of one. */
 #include "model/blocks.h"
 
 #include <stdarg.h>
@@ -180,6 +186,12 @@ int k3_forward_init(struct k3_forward **out, const struct k3_model_config *cfg,
         return k3_err_set(err, "out of memory for the forward workspace (%.1f MiB; lower max_tok or max_ctx)",
                           (double)total * 4 / (1 << 20));
     }
+    f->segs = calloc((size_t)T, sizeof *f->segs);
+    f->lm_rows = calloc((size_t)T, sizeof *f->lm_rows);
+    if (!f->segs || !f->lm_rows) {
+        k3_forward_free(f);
+        return k3_err_set(err, "out of memory for the forward's slice tables");
+    }
     float *p = f->buf;
     float **bufs[6] = {&f->h, &f->a_in, &f->xn, &f->a_out, &f->m_in, &f->m_out};
     for (int i = 0; i < 6; i++, p += T * d) *bufs[i] = p;
@@ -217,6 +229,8 @@ void k3_forward_free(struct k3_forward *f)
     free(f->lm_gather);
     free(f->buf);
     free(f->snap);
+    free(f->segs);
+    free(f->lm_rows);
     free(f);
 }
 
@@ -311,6 +325,31 @@ void fwd_lm_head(struct k3_forward *f, const float *xn, int64_t n, float *logits
     }
 }
 
+void fwd_slice_logits(struct k3_forward *f, const struct fwd_slice *s, const float *xn, float *tmp)
+{
+    if (!s->n_lm) return;
+    int64_t d = f->cfg->hidden_size, a = s->lm_rows[0];
+    const float *x = xn + a * d;
+    if (s->lm_rows[s->n_lm - 1] - a != s->n_lm - 1) { /* not one run: gather the rows */
+        for (int64_t i = 0; i < s->n_lm; i++) fwd_copy(f, tmp + i * d, d, xn + s->lm_rows[i] * d, d, 1, d);
+        x = tmp;
+    }
+    fwd_lm_head(f, x, s->n_lm, s->logits);
+    int64_t v0, v1;
+    k3_forward_vocab_range(f, &v0, &v1);
+    fwd_dump(f, s->logits, s->n_lm, v1 - v0, "logits");
+}
+
+void fwd_embed(struct k3_forward *f, const struct fwd_slice *s, float *out)
+{
+    for (int i = 0; i < s->n_seg; i++) {
+        const struct fwd_seg *sg = &s->seg[i];
+        struct k3_embed_params ep = {.w = &f->w->embed, .ids = sg->ids, .n = sg->n,
+                                     .out = out + sg->row0 * f->cfg->hidden_size};
+        f->be->ops->embed(f->be, &ep);
+    }
+}
+
 void k3_forward_vocab_range(const struct k3_forward *f, int64_t *v0, int64_t *v1)
 {
     *v0 = 0;
@@ -361,51 +400,91 @@ int k3_forward_idle(struct k3_forward *f)
     return 0;
 }
 
-/* k3_forward_run, and with last_only the logits of the last slice only
- * (written from logits[0]); returns the rows written, or -1. */
-static int64_t run_slices(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
-                          float *logits, int last_only, struct k3_err *err)
+/* A batch's input checked before any collective: the sequence's context fits
+ * its cache and the workspace, its ids are in the vocabulary, and no cache
+ * is named twice (its positions would collide). */
+static int check_seq(const struct k3_forward *f, const struct k3_batch_seq *b, int i, struct k3_err *err)
 {
     const struct k3_model_config *cfg = f->cfg;
-    int bad = 0;
+    const struct k3_seq_cache *c = b[i].cache;
+    int64_t n = b[i].n;
     int64_t cap = c->pool ? c->n_blocks * c->pool->block_tokens : c->max_ctx;
+    if (n < 0 || b[i].logits_from < 0 || b[i].logits_from > n)
+        return k3_err_set(err, "sequence %d of the batch: %lld tokens with logits from %lld", i, (long long)n,
+                          (long long)b[i].logits_from);
     if (c->n_past + n > cap || c->n_past + n > f->opts.max_ctx)
-        bad = k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld%s) or workspace (%lld) "
-                         "context; raise max_ctx", (long long)(c->n_past + n), (long long)cap,
-                         c->pool ? " in its blocks" : "", (long long)f->opts.max_ctx);
-    for (int64_t i = 0; !bad && i < n; i++)
-        if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
-            bad = k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", ids[i],
-                             (long long)i, (long long)cfg->vocab_size);
-    int n_slices = bad ? -1 : (int)((n + f->opts.max_tok - 1) / f->opts.max_tok), most;
+        return k3_err_set(err, "sequence of %lld tokens exceeds the cache (%lld%s) or workspace (%lld) "
+                          "context; raise max_ctx", (long long)(c->n_past + n), (long long)cap,
+                          c->pool ? " in its blocks" : "", (long long)f->opts.max_ctx);
+    for (int64_t t = 0; t < n; t++)
+        if (b[i].ids[t] < 0 || b[i].ids[t] >= cfg->vocab_size)
+            return k3_err_set(err, "token id %d at index %lld is outside the vocabulary [0, %lld)", b[i].ids[t],
+                              (long long)t, (long long)cfg->vocab_size);
+    for (int j = 0; j < i; j++)
+        if (b[j].cache == c) return k3_err_set(err, "sequences %d and %d of the batch share a cache", j, i);
+    return 0;
+}
+
+int64_t k3_forward_run_batch(struct k3_forward *f, const struct k3_batch_seq *seqs, int n_seqs, float *logits,
+                             struct k3_err *err)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    int64_t T = f->opts.max_tok, total = 0, v0, v1;
+    k3_forward_vocab_range(f, &v0, &v1);
+    int bad = 0;
+    for (int i = 0; !bad && i < n_seqs; i++) {
+        bad = check_seq(f, seqs, i, err);
+        total += seqs[i].n;
+    }
+    int n_slices = bad ? -1 : (int)((total + T - 1) / T), most;
     if (agree_slices(f, n_slices, &most, err)) return -1;
     for (int s = n_slices; s < most; s++) idle_slice(f);
-    int64_t rows = 0;
-    for (int64_t s = 0; s < n; s += f->opts.max_tok) {
-        int64_t m = n - s < f->opts.max_tok ? n - s : f->opts.max_tok;
-        int64_t v0, v1;
-        k3_forward_vocab_range(f, &v0, &v1);
-        float *lg = !logits ? NULL : !last_only ? logits + s * (v1 - v0) : s + m == n ? logits : NULL;
-        if (lg) rows = last_only ? m : s + m;
+    /* The rows in order of the sequences, cut into slices of T; a sequence
+     * may continue into the next slice (its cache carries everything). */
+    int64_t rows_out = 0;
+    int i = 0;
+    int64_t off = 0;            /* tokens of seqs[i] already run */
+    for (int64_t s0 = 0; s0 < total; s0 += T) {
+        int64_t m = total - s0 < T ? total - s0 : T, row = 0;
+        struct fwd_slice sl = {.seg = f->segs, .lm_rows = f->lm_rows};
+        while (row < m) {
+            const struct k3_batch_seq *b = &seqs[i];
+            int64_t take = b->n - off < m - row ? b->n - off : m - row;
+            if (take > 0) {
+                f->segs[sl.n_seg++] = (struct fwd_seg){.c = b->cache, .ids = b->ids + off, .row0 = row, .n = take};
+                for (int64_t t = off > b->logits_from ? off : b->logits_from; logits && t < off + take; t++)
+                    f->lm_rows[sl.n_lm++] = row + (t - off);
+            }
+            row += take;
+            off += take;
+            if (off == b->n) i++, off = 0;
+        }
+        sl.n = m;
+        sl.logits = sl.n_lm ? logits + rows_out * (v1 - v0) : NULL;
+        rows_out += sl.n_lm;
         /* Block AttnRes is what sets the K3 layer loop apart; every other K3
          * difference (gate form, latent MoE, gated MLA) is a per-block config flag. */
-        if (cfg->attn_res_block_size > 0) k3_arch_k3_run(f, c, ids + s, m, lg);
-        else k3_arch_kimi_linear_run(f, c, ids + s, m, lg);
-        c->n_past += m;
+        if (cfg->attn_res_block_size > 0) k3_arch_k3_run(f, &sl);
+        else k3_arch_kimi_linear_run(f, &sl);
+        for (int g = 0; g < sl.n_seg; g++) f->segs[g].c->n_past += f->segs[g].n;
     }
-    return rows;
+    return rows_out;
 }
 
 int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                    float *logits, struct k3_err *err)
 {
-    return run_slices(f, c, ids, n, logits, 0, err) < 0 ? -1 : 0;
+    struct k3_batch_seq b = {.cache = c, .ids = ids, .n = n, .logits_from = logits ? 0 : n};
+    return k3_forward_run_batch(f, &b, 1, logits, err) < 0 ? -1 : 0;
 }
 
 int64_t k3_forward_run_last(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                             float *logits, struct k3_err *err)
 {
-    return run_slices(f, c, ids, n, logits, 1, err);
+    /* the rows of the last slice of this call */
+    int64_t T = f->opts.max_tok, from = n > 0 ? (n - 1) / T * T : 0;
+    struct k3_batch_seq b = {.cache = c, .ids = ids, .n = n, .logits_from = logits ? from : n};
+    return k3_forward_run_batch(f, &b, 1, logits, err);
 }
 
 int64_t k3_forward_slice_tokens(const struct k3_forward *f) { return f->opts.max_tok; }

@@ -1,4 +1,5 @@
-/* forward.h - the forward pass of one sequence on one rank, with caches.
+/* forward.h - the forward pass of one sequence, or a batch of them, on one
+ * rank, with caches.
  *
  * Three separate things (STYLE.md): the immutable config (config.h), the
  * immutable weights (weights.h, views into the mapped shards) and the mutable
@@ -111,6 +112,29 @@ int k3_forward_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *
  * the last token's row last. Returns rows, or -1 as k3_forward_run. */
 int64_t k3_forward_run_last(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
                             float *logits, struct k3_err *err);
+/* Several sequences in one pass (the serving loop's step): the new tokens
+ * of seqs[0..n_seqs) are laid one after another and run as one call, so the
+ * weights are read once per slice whatever the number of sequences (decode
+ * is bound by reading them) and a sharded run makes one set of collectives.
+ * The token-wise parts (embedding, norms, projections, AttnRes, router,
+ * experts, lm_head) run over all rows; KDA and MLA per sequence, each on its
+ * own cache (contiguous or paged; distinct caches) at positions
+ * cache->n_past.. . Rows past max_tok go to further slices, and a sequence
+ * may span two slices. Each sequence's tokens [logits_from, n) get logits,
+ * written to logits [rows, vocabulary slice] in sequence then token order
+ * (logits may be NULL when no sequence asks for any). Returns the rows
+ * written, or -1 (a sequence exceeds its cache, an id is out of range, or
+ * another rank refused), with nothing run then. */
+struct k3_batch_seq {
+    struct k3_seq_cache *cache;
+    const int32_t *ids;      /* [n] */
+    int64_t n;
+    int64_t logits_from;     /* n: no logits; n - 1: the last token's only; 0: all */
+};
+
+int64_t k3_forward_run_batch(struct k3_forward *f, const struct k3_batch_seq *seqs, int n_seqs,
+                             float *logits, struct k3_err *err);
+
 /* Tokens per slice (max_tok). */
 int64_t k3_forward_slice_tokens(const struct k3_forward *f);
 
@@ -118,10 +142,11 @@ int64_t k3_forward_slice_tokens(const struct k3_forward *f);
  * sharded with vocab_local). */
 void k3_forward_vocab_range(const struct k3_forward *f, int64_t *v0, int64_t *v1);
 
-/* Sharded runs: a call of k3_forward_run on one rank is matched by a call on
- * every other rank; a rank whose group has nothing to run calls this. It
- * returns -1 when some rank refused its input in this call (as
- * k3_forward_run does on every rank then), so that all stop together. */
+/* Sharded runs: a call of k3_forward_run(_last, _batch) on one rank is
+ * matched by a call (of any of them) on every other rank; a rank whose group
+ * has nothing to run calls this. It returns -1 when some rank refused its
+ * input in this call (as k3_forward_run does on every rank then), so that
+ * all stop together. */
 int k3_forward_idle(struct k3_forward *f);
 
 #endif

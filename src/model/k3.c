@@ -8,22 +8,20 @@
  *           a = Attn_l(RMSNorm_in(a_in));   P = a if P is none else P + a
  *           m_in = AR(B + [P]);              P = P + MLP_l(RMSNorm_post(m_in))
  *   logits = lm_head(RMSNorm_final(AR(B + [P])))
- * A slice of tokens goes through all layers at once; snapshots are per token
- * and live only within the slice. */
+ * A slice of tokens (of one or more sequences) goes through all layers at
+ * once; snapshots are per token and live only within the slice. */
 #include "model/blocks.h"
 
-void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids, int64_t n,
-                    float *logits)
+void k3_arch_k3_run(struct k3_forward *f, const struct fwd_slice *s)
 {
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_weights *w = f->w;
-    int64_t d = cfg->hidden_size;
+    int64_t d = cfg->hidden_size, n = s->n;
     const float *cand[K3_MAX_LAYERS + 1];
     int n_snap = 0;
 
     /* [n, d] P: the token embeddings. */
-    struct k3_embed_params ep = {.w = &w->embed, .ids = ids, .n = n, .out = f->h};
-    f->be->ops->embed(f->be, &ep);
+    fwd_embed(f, s, f->h);
     fwd_dump(f, f->h, n, d, "embed");
 
     for (int l = 0; l < cfg->n_layers; l++) {
@@ -40,8 +38,8 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
 
         fwd_rmsnorm(f, f->a_in, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
-        if (lw->is_mla) mla_block(f, l, c, c->n_past, f->xn, n, f->a_out);
-        else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
+        if (lw->is_mla) mla_block(f, l, s, f->xn, f->a_out);
+        else kda_block(f, l, s, f->xn, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
         if (restart) fwd_copy(f, f->h, d, f->a_out, d, n, d);
@@ -67,10 +65,6 @@ void k3_arch_k3_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t 
     fwd_dump(f, f->a_in, n, d, "final_in");
     fwd_rmsnorm(f, f->a_in, w->final_norm, n, d, cfg->rms_norm_eps, f->xn);
     fwd_dump(f, f->xn, n, d, "final_norm");
-    if (logits) {
-        fwd_lm_head(f, f->xn, n, logits);
-        int64_t v0, v1;
-        k3_forward_vocab_range(f, &v0, &v1);
-        fwd_dump(f, logits, n, v1 - v0, "logits");
-    }
+    /* the wanted rows only (a_in is free now) */
+    fwd_slice_logits(f, s, f->xn, f->a_in);
 }

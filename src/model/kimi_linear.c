@@ -5,16 +5,14 @@
  *   logits = lm_head(RMSNorm_final(y_last)) */
 #include "model/blocks.h"
 
-void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const int32_t *ids,
-                             int64_t n, float *logits)
+void k3_arch_kimi_linear_run(struct k3_forward *f, const struct fwd_slice *s)
 {
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_weights *w = f->w;
-    int64_t d = cfg->hidden_size;
+    int64_t d = cfg->hidden_size, n = s->n;
 
     /* [n, d] h: the token embeddings. */
-    struct k3_embed_params ep = {.w = &w->embed, .ids = ids, .n = n, .out = f->h};
-    f->be->ops->embed(f->be, &ep);
+    fwd_embed(f, s, f->h);
     fwd_dump(f, f->h, n, d, "embed");
 
     for (int l = 0; l < cfg->n_layers; l++) {
@@ -22,8 +20,8 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
         fwd_dump(f, f->h, n, d, "L%d.attn_in", l);
         fwd_rmsnorm(f, f->h, lw->attn_norm, n, d, cfg->rms_norm_eps, f->xn);
         fwd_dump(f, f->xn, n, d, "L%d.attn_norm", l);
-        if (lw->is_mla) mla_block(f, l, c, c->n_past, f->xn, n, f->a_out);
-        else kda_block(f, l, &c->layer[l], f->xn, n, f->a_out);
+        if (lw->is_mla) mla_block(f, l, s, f->xn, f->a_out);
+        else kda_block(f, l, s, f->xn, f->a_out);
         fwd_tp_all_reduce(f, f->a_out, n * d, "attention");
         fwd_dump(f, f->a_out, n, d, "L%d.attn_out", l);
         fwd_add(f, f->h, f->h, f->a_out, n, d);
@@ -40,10 +38,6 @@ void k3_arch_kimi_linear_run(struct k3_forward *f, struct k3_seq_cache *c, const
     fwd_dump(f, f->h, n, d, "final_in");
     fwd_rmsnorm(f, f->h, w->final_norm, n, d, cfg->rms_norm_eps, f->xn);
     fwd_dump(f, f->xn, n, d, "final_norm");
-    if (logits) {
-        fwd_lm_head(f, f->xn, n, logits);
-        int64_t v0, v1;
-        k3_forward_vocab_range(f, &v0, &v1);
-        fwd_dump(f, logits, n, v1 - v0, "logits");
-    }
+    /* the wanted rows only (a_in is free now) */
+    fwd_slice_logits(f, s, f->xn, f->a_in);
 }

@@ -9,7 +9,9 @@
  *    latent space o_lat_h = Σ p c_kv, then v_h = W_UV_h o_lat_h. W_UK_h and
  *    W_UV_h are the k_nope and v row blocks of head h in kv_b.
  * Scale (dn + dr)^-1/2 in both; no rotary anywhere. The norms inside MLA use
- * eps 1e-6 (§2.3, §10.4). */
+ * eps 1e-6 (§2.3, §10.4). In a batched slice the projections run over all
+ * rows and the cache and attention per sequence (mla_seq), each choosing
+ * absorbed or expanded by its own token count, as a call of it alone would. */
 #include <math.h>
 #include <string.h>
 
@@ -44,41 +46,26 @@ static void paged_gather(struct k3_forward *f, const struct k3_seq_cache *c, int
     }
 }
 
-void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0, const float *xn,
-               int64_t n, float *out)
+/* Attention of one sequence's rows [row0, row0 + n) of the slice: its new
+ * latent rows written to its cache at n_past, then its queries against
+ * positions [0, T); o [n, H·dv] of the slice gets its rows. Scratch taken here is given
+ * back at the end (the expanded cache is sized for one sequence). */
+static void mla_seq(struct k3_forward *f, int l, const struct fwd_seg *sg, const float *q_all, const float *kva_all,
+                    float *o_all)
 {
     const struct k3_model_config *cfg = f->cfg;
     const struct k3_mla_weights *w = &f->w->layers[l].mla;
     const struct k3_ops *ops = f->be->ops;
+    struct k3_seq_cache *c = sg->c;
     int H = f->mla_heads;
     int64_t dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim;
-    int64_t r = cfg->kv_lora_rank, dq = dn + dr, lat = r + dr, T = pos0 + n;
+    int64_t r = cfg->kv_lora_rank, dq = dn + dr, lat = r + dr, n = sg->n, pos0 = c->n_past, T = pos0 + n;
+    const float *q = q_all + sg->row0 * H * dq, *kva = kva_all + sg->row0 * lat;
+    float *o = o_all + sg->row0 * H * dv;
     double scale = 1 / sqrt((double)dq);
-    fwd_scratch_reset(f);
-    if (H == 0) { /* a sharded rank without heads adds nothing to the all-reduce */
-        memset(out, 0, sizeof(float) * (size_t)(n * cfg->hidden_size));
-        return;
-    }
+    int64_t mark = f->scratch_used;
 
-    /* [n, H, dn + dr] queries, through the q LoRA when there is one. */
-    float *q = fwd_take(f, n * H * dq);
-    if (w->q_a.data) {
-        float *qa = fwd_take(f, n * w->q_a.rows);
-        fwd_linear(f, &w->q_a, xn, n, qa);
-        fwd_rmsnorm(f, qa, w->q_a_norm, n, w->q_a.rows, 1e-6, qa);
-        fwd_linear(f, &w->q_b, qa, n, q);
-    } else {
-        fwd_linear(f, &w->q, xn, n, q);
-    }
-    fwd_dump(f, q, n, H * dq, "L%d.mla.q", l);
-    /* [n, r + dr] latent rows: c_kv normalised in place, written to the cache at pos0. */
-    float *kva = fwd_take(f, n * lat);
-    fwd_linear(f, &w->kv_a, xn, n, kva);
-    struct k3_rmsnorm_params rn = {.x = kva, .ldx = lat, .w = w->kv_a_norm, .y = kva, .ldy = lat,
-                                   .n_rows = n, .d = r, .eps = 1e-6};
-    ops->rmsnorm(f->be, &rn);
-    fwd_dump(f, kva, n, lat, "L%d.mla.latent", l);
-    /* [T, lat] the sequence's latent rows, in token order */
+    /* [T, lat] the sequence's latent rows, in token order, the new ones at pos0 */
     const float *cache;
     if (c->pool) {
         paged_put(f, c, l, pos0, kva, n);
@@ -91,7 +78,6 @@ void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0
     }
 
     /* [n, H·dv] attention output. */
-    float *o = fwd_take(f, n * H * dv);
     int absorb = f->opts.mla_absorb < 0 ? n == 1 : f->opts.mla_absorb;
     if (!absorb) {
         /* [T, H, dn + dv] expanded cache, and [T, H, dn + dr] keys. */
@@ -129,6 +115,45 @@ void mla_block(struct k3_forward *f, int l, struct k3_seq_cache *c, int64_t pos0
             ops->matmul(f->be, &mp);
         }
     }
+    f->scratch_used = mark;
+}
+
+void mla_block(struct k3_forward *f, int l, const struct fwd_slice *s, const float *xn, float *out)
+{
+    const struct k3_model_config *cfg = f->cfg;
+    const struct k3_mla_weights *w = &f->w->layers[l].mla;
+    const struct k3_ops *ops = f->be->ops;
+    int H = f->mla_heads;
+    int64_t dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim;
+    int64_t r = cfg->kv_lora_rank, dq = dn + dr, lat = r + dr, n = s->n;
+    fwd_scratch_reset(f);
+    if (H == 0) { /* a sharded rank without heads adds nothing to the all-reduce */
+        memset(out, 0, sizeof(float) * (size_t)(n * cfg->hidden_size));
+        return;
+    }
+
+    /* [n, H, dn + dr] queries, through the q LoRA when there is one. */
+    float *q = fwd_take(f, n * H * dq);
+    if (w->q_a.data) {
+        float *qa = fwd_take(f, n * w->q_a.rows);
+        fwd_linear(f, &w->q_a, xn, n, qa);
+        fwd_rmsnorm(f, qa, w->q_a_norm, n, w->q_a.rows, 1e-6, qa);
+        fwd_linear(f, &w->q_b, qa, n, q);
+    } else {
+        fwd_linear(f, &w->q, xn, n, q);
+    }
+    fwd_dump(f, q, n, H * dq, "L%d.mla.q", l);
+    /* [n, r + dr] latent rows: c_kv normalised in place. */
+    float *kva = fwd_take(f, n * lat);
+    fwd_linear(f, &w->kv_a, xn, n, kva);
+    struct k3_rmsnorm_params rn = {.x = kva, .ldx = lat, .w = w->kv_a_norm, .y = kva, .ldy = lat,
+                                   .n_rows = n, .d = r, .eps = 1e-6};
+    ops->rmsnorm(f->be, &rn);
+    fwd_dump(f, kva, n, lat, "L%d.mla.latent", l);
+
+    /* [n, H·dv] attention output, sequence by sequence. */
+    float *o = fwd_take(f, n * H * dv);
+    for (int i = 0; i < s->n_seg; i++) mla_seq(f, l, &s->seg[i], q, kva, o);
     fwd_dump(f, o, n, H * dv, "L%d.mla.o", l);
 
     /* K3's gated MLA: o ⊙ sigmoid(g_proj x) before o_proj. */
