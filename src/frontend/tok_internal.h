@@ -164,7 +164,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
     }
 }
 
-/* A per-encode cache of piece -> ids for pieces of 2..16 bytes with at most 3 ids (nearly
+/* A per-encode cache of piece -> ids for pieces of 3..16 bytes with at most 3 ids (nearly
  * every piece of ordinary text: words repeat). It holds whole-token hits too, because a
  * hit here touches one line of a table sized to stay in L2, where the vocabulary hash and
  * the pair table do not fit. Direct-mapped, keyed by the piece's two zero-padded words and
