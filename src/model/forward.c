@@ -13,10 +13,10 @@
  * model code after init (the CPU ops allocate small per-call buffers).
  *
  * Batches (k3_forward_run_batch): the new tokens of several sequences are laid
- * one after another in the workspace rows and cut into slices of max_tok; a
- * slice lists its segments (sequence, rows) for the blocks that keep
- * per-sequence state (KDA, MLA) and the rows that get logits. A single
- * sequence is a batch of one. */
+ * one after another in the workspace rows, in slices of at most max_tok
+ * (batch_next_slice says where they are cut); a slice lists its segments
+ * (sequence, rows) for the blocks that keep per-sequence state (KDA, MLA)
+ * and the rows that get logits. A single sequence is a batch of one. */
 #include "model/blocks.h"
 
 #include <stdarg.h>
@@ -425,41 +425,59 @@ static int check_seq(const struct k3_forward *f, const struct k3_batch_seq *b, i
     return 0;
 }
 
+/* Where the next slice of a batch starts: sequence i, its tokens from off. */
+struct batch_cursor {
+    int i;
+    int64_t off;
+};
+
+/* Fills f->segs and f->lm_rows with the next slice of the batch and returns
+ * its rows (0 at the end). The rows are in order of the sequences, at most
+ * max_tok per slice. A sequence that does not fit in the rest of a slice
+ * starts the next one, so each is cut at multiples of max_tok from its first
+ * token, exactly as a call of it alone would be: the pieces the KDA chunked
+ * form and MLA's absorbed/expanded choice see are the same, hence so are the
+ * results (bitwise with the CPU kernels, which compute each row alone). */
+static int64_t batch_next_slice(struct k3_forward *f, const struct k3_batch_seq *seqs, int n_seqs, int want_logits,
+                                struct batch_cursor *cur, struct fwd_slice *sl)
+{
+    int64_t T = f->opts.max_tok, row = 0;
+    *sl = (struct fwd_slice){.seg = f->segs, .lm_rows = f->lm_rows};
+    while (cur->i < n_seqs && row < T) {
+        const struct k3_batch_seq *b = &seqs[cur->i];
+        int64_t left = b->n - cur->off;
+        if (cur->off == 0 && row > 0 && left > T - row) break;
+        int64_t take = left < T - row ? left : T - row;
+        if (take > 0) {
+            f->segs[sl->n_seg++] = (struct fwd_seg){.c = b->cache, .ids = b->ids + cur->off, .row0 = row, .n = take};
+            for (int64_t t = cur->off > b->logits_from ? cur->off : b->logits_from; want_logits && t < cur->off + take;
+                 t++)
+                f->lm_rows[sl->n_lm++] = row + (t - cur->off);
+        }
+        row += take;
+        cur->off += take;
+        if (cur->off == b->n) cur->i++, cur->off = 0;
+    }
+    sl->n = row;
+    return row;
+}
+
 int64_t k3_forward_run_batch(struct k3_forward *f, const struct k3_batch_seq *seqs, int n_seqs, float *logits,
                              struct k3_err *err)
 {
     const struct k3_model_config *cfg = f->cfg;
-    int64_t T = f->opts.max_tok, total = 0, v0, v1;
+    int64_t v0, v1;
     k3_forward_vocab_range(f, &v0, &v1);
-    int bad = 0;
-    for (int i = 0; !bad && i < n_seqs; i++) {
-        bad = check_seq(f, seqs, i, err);
-        total += seqs[i].n;
-    }
-    int n_slices = bad ? -1 : (int)((total + T - 1) / T), most;
-    if (agree_slices(f, n_slices, &most, err)) return -1;
+    int bad = 0, n_slices = 0, most;
+    for (int i = 0; !bad && i < n_seqs; i++) bad = check_seq(f, seqs, i, err);
+    struct batch_cursor cur = {0, 0};
+    struct fwd_slice sl;
+    while (!bad && batch_next_slice(f, seqs, n_seqs, 0, &cur, &sl)) n_slices++;
+    if (agree_slices(f, bad ? -1 : n_slices, &most, err)) return -1;
     for (int s = n_slices; s < most; s++) idle_slice(f);
-    /* The rows in order of the sequences, cut into slices of T; a sequence
-     * may continue into the next slice (its cache carries everything). */
     int64_t rows_out = 0;
-    int i = 0;
-    int64_t off = 0;            /* tokens of seqs[i] already run */
-    for (int64_t s0 = 0; s0 < total; s0 += T) {
-        int64_t m = total - s0 < T ? total - s0 : T, row = 0;
-        struct fwd_slice sl = {.seg = f->segs, .lm_rows = f->lm_rows};
-        while (row < m) {
-            const struct k3_batch_seq *b = &seqs[i];
-            int64_t take = b->n - off < m - row ? b->n - off : m - row;
-            if (take > 0) {
-                f->segs[sl.n_seg++] = (struct fwd_seg){.c = b->cache, .ids = b->ids + off, .row0 = row, .n = take};
-                for (int64_t t = off > b->logits_from ? off : b->logits_from; logits && t < off + take; t++)
-                    f->lm_rows[sl.n_lm++] = row + (t - off);
-            }
-            row += take;
-            off += take;
-            if (off == b->n) i++, off = 0;
-        }
-        sl.n = m;
+    cur = (struct batch_cursor){0, 0};
+    while (batch_next_slice(f, seqs, n_seqs, logits != NULL, &cur, &sl)) {
         sl.logits = sl.n_lm ? logits + rows_out * (v1 - v0) : NULL;
         rows_out += sl.n_lm;
         /* Block AttnRes is what sets the K3 layer loop apart; every other K3

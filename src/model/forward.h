@@ -114,17 +114,21 @@ int64_t k3_forward_run_last(struct k3_forward *f, struct k3_seq_cache *c, const 
                             float *logits, struct k3_err *err);
 /* Several sequences in one pass (the serving loop's step): the new tokens
  * of seqs[0..n_seqs) are laid one after another and run as one call, so the
- * weights are read once per slice whatever the number of sequences (decode
- * is bound by reading them) and a sharded run makes one set of collectives.
- * The token-wise parts (embedding, norms, projections, AttnRes, router,
- * experts, lm_head) run over all rows; KDA and MLA per sequence, each on its
- * own cache (contiguous or paged; distinct caches) at positions
- * cache->n_past.. . Rows past max_tok go to further slices, and a sequence
- * may span two slices. Each sequence's tokens [logits_from, n) get logits,
- * written to logits [rows, vocabulary slice] in sequence then token order
- * (logits may be NULL when no sequence asks for any). Returns the rows
- * written, or -1 (a sequence exceeds its cache, an id is out of range, or
- * another rank refused), with nothing run then. */
+ * weights are read once per slice whatever the number of sequences (small
+ * decode batches are bound by reading them) and a sharded run makes one set
+ * of collectives. The token-wise parts (embedding, norms, projections,
+ * AttnRes, router, experts, lm_head) run over all rows; KDA and MLA per
+ * sequence, each on its own cache (contiguous or paged; distinct caches) at
+ * positions cache->n_past.. . Rows past max_tok go to further slices: a
+ * sequence starts a new slice unless it fits in the current one, so it is
+ * cut where a call of it alone would be (at multiples of max_tok) and gets
+ * what k3_forward_run per sequence gives (bitwise on the CPU backend, except
+ * one fp32 sum order under tp > 1: tests/dist/test_forward_batch.c). Each
+ * sequence's tokens [logits_from, n) get logits, written to logits [rows,
+ * vocabulary slice] in sequence then token order (logits may be NULL when no
+ * sequence asks for any). Returns the rows written, or -1 (a sequence
+ * exceeds its cache, an id is out of range, or another rank refused), with
+ * nothing run then. */
 struct k3_batch_seq {
     struct k3_seq_cache *cache;
     const int32_t *ids;      /* [n] */
