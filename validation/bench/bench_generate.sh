@@ -10,6 +10,7 @@
 # it), and the 1-minute load average before and after each run, since the
 # machine may be shared. Correctness in the same run: every layout must give
 # the greedy output ids of the first (#wrong = requests that differ).
+# With K3_BENCH_BW=1 it first measures the memory bandwidth (see below).
 #
 #   validation/bench/bench_generate.sh build/k3 configs/models/k3-small/config.json /tmp/bench-gen \
 #       "1,1 1,2 2,1" 8 64 32 mpirun --oversubscribe
@@ -30,6 +31,35 @@ awk -v n="$N_REQ" -v p="$PROMPT" -v m="$MAX_TOKENS" -v v="$vocab" 'BEGIN { s = 1
     } }' > "$WORK/requests.jsonl"
 cores=$(nproc)
 load() { cut -d' ' -f1 /proc/loadavg; }
+# K3_BENCH_BW=1: first this machine's memory bandwidth, a STREAM-like triad
+# a = b + s·c over 3 x 256 MiB of doubles on every core (best of 5; bytes
+# counted as 3 x 8 per element, no write-allocate), for the roofline of a
+# decode step, which is bound by reading the weights.
+if [ "${K3_BENCH_BW:-0}" = 1 ]; then
+    cat > "$WORK/triad.c" <<'TRIAD'
+#include <stdio.h>
+#include <stdlib.h>
+#include <omp.h>
+int main(void)
+{
+    long n = 32L << 20;
+    double *a = malloc(8 * n), *b = malloc(8 * n), *c = malloc(8 * n), best = 1e30;
+#pragma omp parallel for
+    for (long i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+    for (int r = 0; r < 5; r++) {
+        double t = omp_get_wtime();
+#pragma omp parallel for
+        for (long i = 0; i < n; i++) a[i] = b[i] + 3.0 * c[i];
+        t = omp_get_wtime() - t;
+        if (t < best) best = t;
+    }
+    printf("# memory bandwidth (triad, %d threads): %.1f GB/s (check %.0f)\n", omp_get_max_threads(),
+           24.0 * n / best / 1e9, a[n / 2]);
+    return 0;
+}
+TRIAD
+    cc -O2 -fopenmp -o "$WORK/triad" "$WORK/triad.c" && OMP_NUM_THREADS=$cores "$WORK/triad"
+fi
 printf '# k3 generate, %s, %d requests x (%d prompt + %d generated tokens), greedy, %d cores\n' \
     "$(basename "$(dirname "$CONFIG")")" "$N_REQ" "$PROMPT" "$MAX_TOKENS" "$cores"
 printf '# %4s %4s %6s %8s %8s %10s %12s %10s %10s %7s\n' tp adp ranks threads steps run_s gen_tok/s all_tok/s load1 '#wrong'
