@@ -10,8 +10,8 @@
 # (system messages -> system, the rest as user/assistant turns); the SSE corpus with the
 # sse_* seeds. RUNS (default 10,000,000) per target.
 # Last runs (2026-11-29, this shared 2-core VM, nice 19, one process each, corpus kept
-# between runs; no crash, leak, timeout or stream/whole difference): fuzz_http 11.4 M
-# executions (0.18 + 4.90 + 6.32 M at 877f036..e8f8e3d), fuzz_anthropic_req 6.9 M
+# between runs; no crash, leak, timeout or stream/whole difference): fuzz_http 12.2 M
+# executions (0.18 + 4.90 + 7.07 M at 877f036..e8f8e3d), fuzz_anthropic_req 6.9 M
 # (1.52 + 5.41 M), fuzz_anthropic_sse 0.41 M with the final writer at 4f6385d (+0.50 M on
 # earlier writers; ~400 exec/s: three parses and a JSON read-back per input). The first
 # short run found a refusal whose message quoted invalid UTF-8, fixed in 16b8ad8.
