@@ -32,6 +32,9 @@ void k3_sbuf_addc(struct k3_sbuf *b, char c) { k3_sbuf_add(b, &c, 1); }
 
 void k3_sbuf_addf(struct k3_sbuf *b, const char *fmt, ...)
 {
+    /* gcc -O2 with -fsanitize=undefined otherwise sees a path with fmt NULL and warns
+     * "null format string" */
+    if (!fmt) return;
     va_list ap, ap2;
     va_start(ap, fmt);
     va_copy(ap2, ap);

@@ -22,6 +22,7 @@
 
 #include "core/log.h"
 #include "frontend/json_py.h"
+#include "frontend/unicode.h"
 
 static int fail(struct k3_api_err *e, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -608,18 +609,44 @@ int k3_chat_req_render(const struct k3_chat_req *r, struct k3_chat_prompt *p,
     return 0;
 }
 
+/* s as a JSON string, each invalid UTF-8 subpart replaced by U+FFFD (Python's
+ * errors="replace"): jansson quotes a malformed body's bytes in its parse errors, and an
+ * error reply must be JSON that any client can read. */
+static void err_string(const char *s, struct k3_sbuf *b)
+{
+    size_t n = strlen(s);
+    const uint8_t *u = (const uint8_t *)s;
+    if (k3_utf8_valid_prefix(u, n) == n) {
+        k3_json_py_string(s, n, b);
+        return;
+    }
+    struct k3_sbuf t = {0};
+    for (size_t i = 0; i < n;) {
+        int len = k3_utf8_check(u + i, n - i);
+        if (len > 0) {
+            k3_sbuf_add(&t, s + i, (size_t)len);
+            i += (size_t)len;
+        } else { /* an invalid subpart, or an incomplete tail (0) */
+            k3_sbuf_add(&t, "\xEF\xBF\xBD", 3);
+            i += len < 0 ? (size_t)-len : n - i;
+        }
+    }
+    k3_json_py_string(t.p, t.n, b);
+    k3_sbuf_free(&t);
+}
+
 char *k3_api_err_json(const struct k3_api_err *e)
 {
     /* written by hand: jansson refuses strings that are not UTF-8, and an error reply
      * must never fail */
     struct k3_sbuf b = {0};
     k3_sbuf_adds(&b, "{\"error\":{\"message\":");
-    k3_json_py_string(e->message, strlen(e->message), &b);
+    err_string(e->message, &b);
     k3_sbuf_adds(&b, ",\"type\":");
     const char *type = e->type[0] ? e->type : "invalid_request_error";
     k3_json_py_string(type, strlen(type), &b);
     k3_sbuf_adds(&b, ",\"param\":");
-    if (e->param[0]) k3_json_py_string(e->param, strlen(e->param), &b);
+    if (e->param[0]) err_string(e->param, &b);
     else k3_sbuf_adds(&b, "null");
     k3_sbuf_adds(&b, ",\"code\":null}}");
     return k3_sbuf_take(&b);

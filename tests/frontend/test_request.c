@@ -318,8 +318,37 @@ static void test_outp_cfg(void)
     k3_chat_req_free(&r);
 }
 
+/* An error object is valid UTF-8 JSON whatever bytes the message quotes: jansson quotes a
+ * malformed body's bytes in its parse errors. */
+static void test_error_utf8(void)
+{
+    struct k3_api_err e = {.status = 400};
+    snprintf(e.message, sizeof e.message, "bad \xff\xfe byte, cut \xe2\x82");
+    snprintf(e.param, sizeof e.param, "messages[0].\xc0\xaf");
+    char *j = k3_api_err_json(&e);
+    json_error_t je;
+    json_t *o = json_loads(j, 0, &je); /* jansson refuses invalid UTF-8 */
+    CHECK(o != NULL);
+    const char *m = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+    CHECK(m && strcmp(m, "bad \xef\xbf\xbd\xef\xbf\xbd byte, cut \xef\xbf\xbd") == 0);
+    const char *pm = json_string_value(json_object_get(json_object_get(o, "error"), "param"));
+    CHECK(pm && strcmp(pm, "messages[0].\xef\xbf\xbd\xef\xbf\xbd") == 0);
+    json_decref(o);
+    free(j);
+    /* a body that is not UTF-8 */
+    struct k3_chat_req r;
+    const char body[] = "{\"model\": \"k\xff\xfe\", \"messages\": []}";
+    CHECK(k3_chat_req_parse(body, sizeof body - 1, &r, &e) != 0 && e.status == 400);
+    j = k3_api_err_json(&e);
+    o = json_loads(j, 0, &je);
+    CHECK(o != NULL);
+    json_decref(o);
+    free(j);
+}
+
 int main(void)
 {
+    test_error_utf8();
     test_outp_cfg();
     test_kvv_dynamic_tools();
     test_kvv_response_format();
