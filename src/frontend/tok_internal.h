@@ -164,19 +164,27 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
     }
 }
 
-/* A per-encode cache of piece -> ids for pieces of 3..16 bytes with at most 3 ids (nearly
- * every piece of ordinary text: words repeat). It holds whole-token hits too, because a
- * hit here touches one line of a table sized to stay in L2, where the vocabulary hash and
- * the pair table do not fit. Direct-mapped, keyed by the piece's two zero-padded words and
- * its length, which determine a piece of up to 16 bytes exactly. Each encode call (each
- * worker) has its own, so a request's latency never depends on earlier requests. */
-#define K3_PIECE_CACHE_BYTES 16
-#define K3_PIECE_CACHE_IDS 3
-struct k3_piece_cache_entry {
-    uint64_t w0, w1;
-    uint16_t len;      /* 0 = empty */
-    uint16_t n_ids;
-    int32_t ids[K3_PIECE_CACHE_IDS];
+/* Per-encode memos of piece -> ids (bpe.c): nearly every piece of ordinary text repeats
+ * (words), and a hit costs one or two cache lines of a table sized to the text, where the
+ * vocabulary hash and the pair table are megabytes. Each encode call (each worker) has its
+ * own, so a request's latency never depends on earlier requests.
+ *
+ * Two set-associative tables, 4 ways per set, keyed by the piece's zero-padded words and
+ * its length (which determine a piece of up to 16 bytes exactly):
+ *   m8:  pieces of 3..8 bytes, 16-byte entries {w0, v}, a set is one 64-byte line;
+ *        v = len | n_ids << 4 | id0 << 6 | id1 << 24 | id2 << 42 (up to 3 ids);
+ *   m16: pieces of 9..16 bytes, 32-byte entries {w0, w1, v0, v1}, a set is two lines;
+ *        v0 = len | n_ids << 5 | id0 << 8 | id1 << 26 | id2 << 44, v1 = id3 | id4 << 18 |
+ *        id5 << 36 (up to 6 ids).
+ * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). v = 0 is
+ * an empty entry (len 0 matches no piece). A new entry goes to way 0 and shifts the set;
+ * a hit in a later way swaps with the way before it, so hot pieces stay. */
+#define K3_MEMO_WAYS 4
+#define K3_MEMO_ID_BITS 18
+struct k3_memo {
+    uint64_t *m8;      /* [sets8 * 4 * 2] */
+    uint64_t *m16;     /* [sets16 * 4 * 4] */
+    uint32_t mask8, mask16; /* set masks */
 };
 
 /* Pair lookups of the merges go through a small direct-mapped copy of the pair table's hot
@@ -186,32 +194,26 @@ struct k3_piece_cache_entry {
 #ifndef K3_PAIR_CACHE_ENTRIES
 #define K3_PAIR_CACHE_ENTRIES 8192
 #endif
-/* Longer pieces (17..48 bytes: CJK phrases, long words) in a second, smaller table that
- * keeps the bytes for an exact compare. */
+/* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
+ * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line). */
 #define K3_LONG_CACHE_BYTES 48
 #define K3_LONG_CACHE_IDS 14
-#define K3_LONG_CACHE_ENTRIES 2048
 struct k3_long_cache_entry {
+    uint8_t key[K3_LONG_CACHE_BYTES];
     uint16_t len;      /* 0 = empty */
     uint16_t n_ids;
     int32_t ids[K3_LONG_CACHE_IDS];
-    uint8_t key[K3_LONG_CACHE_BYTES];
+    uint8_t pad[128 - K3_LONG_CACHE_BYTES - 4 - 4 * K3_LONG_CACHE_IDS];
 };
 
 struct k3_bpe_cache {
-    struct k3_piece_cache_entry *e;
-    struct k3_piece_cache_entry *segs; /* the same, for segments' merges (bpe_chars) */
-    uint32_t mask;
-    struct k3_long_cache_entry *longs; /* [K3_LONG_CACHE_ENTRIES] */
+    struct k3_memo pieces;  /* whole pieces (after the whole-token lookup) */
+    struct k3_memo segs;    /* segments' merges (bpe_chars), never the whole-token shortcut */
+    int on;                 /* 0: the vocabulary's ids do not fit the memos */
+    struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
+    uint32_t long_mask;
     uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
-    /* Which entries hold something: bits for e, then segs, then longs. The tables themselves
-     * are never cleared (a call would otherwise write them all, hundreds of KiB through the
-     * caches, before its first piece); an entry is read only when its bit is set. */
-    uint64_t *valid;
 };
-
-static inline int k3_cache_valid(const uint64_t *v, uint32_t i) { return (int)(v[i >> 6] >> (i & 63) & 1); }
-static inline void k3_cache_set_valid(uint64_t *v, uint32_t i) { v[i >> 6] |= 1ull << (i & 63); }
 
 static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
                                                uint32_t a, uint32_t b)
@@ -260,10 +262,24 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
  * the end of the readable buffer; out has room for ends[m - 1] - p + 4 ids. Returns the count. */
 size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
-void k3_bpe_cache_init(struct k3_bpe_cache *c, size_t text_bytes);
+void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */
 uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
+/* The merges inside bpe.c and bpe_chars.c: parts tok[0..m) (m <= K3_MERGE_LINEAR_MAX, the
+ * arrays have room for K3_BPE_SHORT) with adjacent pair ranks rk[0..m-1) by linear scans;
+ * any number of parts by a heap; a piece from its single bytes; a multi-byte piece
+ * characters first (bpe_chars.c). */
+#define K3_BPE_SHORT 128        /* longest piece for the linear scan; above it the heap wins */
+#define K3_MERGE_LINEAR_MAX 24  /* most parts for the linear-scan merge; the heap above */
+size_t k3_bpe_merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
+                           uint32_t *rk, size_t m, int32_t *out);
+size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
+                         size_t n, int32_t *out);
+size_t k3_bpe_bytes(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                    int32_t *out);
+size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
+                    int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 

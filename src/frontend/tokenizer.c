@@ -427,7 +427,7 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct mt_sink *c = ctx;
     struct k3_bpe_cache cache;
-    k3_bpe_cache_init(&cache, (size_t)(c->end - c->s) / (size_t)c->n_threads);
+    k3_bpe_cache_init(c->t, &cache, (size_t)(c->end - c->s) / (size_t)c->n_threads);
     for (;;) {
         size_t i = atomic_fetch_add(&c->next, 1);
         if (i >= c->n_items) break;
@@ -483,9 +483,9 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         s = clean;
     }
     if (!mt || len < MT_MIN_BYTES) {
-        struct st_sink c = {{st_text, st_special}, t, s, s + len, {NULL, NULL, 0, NULL, NULL, NULL}, out};
+        struct st_sink c = {.k = {st_text, st_special}, .t = t, .s = s, .end = s + len, .out = out};
         ids_reserve(out, len / 3 + 16); /* most text has more than 3 bytes per token */
-        k3_bpe_cache_init(&c.cache, len);
+        k3_bpe_cache_init(t, &c.cache, len);
         segments(t, s, len, mode, &c.k);
         k3_bpe_cache_free(&c.cache);
         free(clean);

@@ -1,0 +1,102 @@
+/* bpe_memo.h - the per-encode memos of piece -> ids (struct k3_memo, tok_internal.h),
+ * shared by bpe.c (whole pieces) and bpe_chars.c (segments). */
+#ifndef K3_FRONTEND_BPE_MEMO_H
+#define K3_FRONTEND_BPE_MEMO_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "frontend/tok_internal.h"
+
+#define ID_MASK ((1ull << K3_MEMO_ID_BITS) - 1)
+
+/* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
+ * room for 6 ids. */
+static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
+                              int32_t *out)
+{
+    if (n <= 8) {
+        uint64_t *set = m->m8 + (size_t)((uint32_t)(h >> 20) & m->mask8) * (2 * K3_MEMO_WAYS);
+        for (int k = 0; k < K3_MEMO_WAYS; k++) {
+            uint64_t v = set[2 * k + 1];
+            if (set[2 * k] != w0 || (v & 15) != n) continue;
+            out[0] = (int32_t)(v >> 6 & ID_MASK);
+            out[1] = (int32_t)(v >> 24 & ID_MASK);
+            out[2] = (int32_t)(v >> 42 & ID_MASK);
+            if (k) { /* move up one way */
+                set[2 * k] = set[2 * k - 2];
+                set[2 * k + 1] = set[2 * k - 1];
+                set[2 * k - 2] = w0;
+                set[2 * k - 1] = v;
+            }
+            return (size_t)(v >> 4 & 3);
+        }
+        return 0;
+    }
+    uint64_t *set = m->m16 + (size_t)((uint32_t)(h >> 20) & m->mask16) * (4 * K3_MEMO_WAYS);
+    for (int k = 0; k < K3_MEMO_WAYS; k++) {
+        uint64_t *e = set + 4 * k, v0 = e[2];
+        if (e[0] != w0 || e[1] != w1 || (v0 & 31) != n) continue;
+        uint64_t v1 = e[3];
+        out[0] = (int32_t)(v0 >> 8 & ID_MASK);
+        out[1] = (int32_t)(v0 >> 26 & ID_MASK);
+        out[2] = (int32_t)(v0 >> 44 & ID_MASK);
+        out[3] = (int32_t)(v1 & ID_MASK);
+        out[4] = (int32_t)(v1 >> 18 & ID_MASK);
+        out[5] = (int32_t)(v1 >> 36 & ID_MASK);
+        if (k) {
+            uint64_t tmp[4];
+            memcpy(tmp, e, sizeof tmp);
+            memcpy(e, e - 4, sizeof tmp);
+            memcpy(e - 4, tmp, sizeof tmp);
+        }
+        return (size_t)(v0 >> 5 & 7);
+    }
+    return 0;
+}
+
+/* Remembers ids[0..k) for the piece (w0, w1, n) of hash h, when they fit (k <= 3 ids for
+ * pieces of up to 8 bytes, k <= 6 up to 16). */
+static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
+                            const int32_t *ids, size_t k)
+{
+    uint64_t id[6] = {0};
+    for (size_t i = 0; i < k && i < 6; i++) id[i] = (uint64_t)ids[i];
+    if (n <= 8) {
+        if (k > 3) return;
+        uint64_t *set = m->m8 + (size_t)((uint32_t)(h >> 20) & m->mask8) * (2 * K3_MEMO_WAYS);
+        memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
+        set[0] = w0;
+        set[1] = n | k << 4 | id[0] << 6 | id[1] << 24 | id[2] << 42;
+        return;
+    }
+    if (k > 6) return;
+    uint64_t *set = m->m16 + (size_t)((uint32_t)(h >> 20) & m->mask16) * (4 * K3_MEMO_WAYS);
+    memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
+    set[0] = w0;
+    set[1] = w1;
+    set[2] = n | k << 5 | id[0] << 8 | id[1] << 26 | id[2] << 44;
+    set[3] = id[3] | id[4] << 18 | id[5] << 36;
+}
+
+/* Sets of 64 and 128 bytes, about one entry per 64 bytes of text in each table (the text's
+ * distinct pieces are far fewer), 16 .. 16384 sets: at most 3 MiB for a 4 MB text. */
+static inline void memo_init(struct k3_memo *m, size_t text_bytes)
+{
+    size_t sets = 16;
+    while (sets < 16384 && sets * K3_MEMO_WAYS * 64 < text_bytes) sets *= 2;
+    m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
+    m->m16 = calloc(sets * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
+    K3_CHECK(m->m8 && m->m16, "out of memory");
+    m->mask8 = m->mask16 = (uint32_t)sets - 1;
+}
+
+static inline void memo_free(struct k3_memo *m)
+{
+    free(m->m8);
+    free(m->m16);
+    memset(m, 0, sizeof *m);
+}
+
+#endif
