@@ -191,9 +191,6 @@ struct k3_memo {
  * part (a << 40 | b << 20 | rank, rank 0xFFFFF = no token; UINT64_MAX = empty): the full
  * table is megabytes, but the pairs that text keeps merging (the bytes of common CJK
  * characters, say) are few. */
-#ifndef K3_PAIR_CACHE_ENTRIES
-#define K3_PAIR_CACHE_ENTRIES 8192
-#endif
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
  * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line). */
 #define K3_LONG_CACHE_BYTES 48
@@ -212,7 +209,8 @@ struct k3_bpe_cache {
     int on;                 /* 0: the vocabulary's ids do not fit the memos */
     struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
     uint32_t long_mask;
-    uint64_t *pairs;   /* [K3_PAIR_CACHE_ENTRIES] */
+    uint64_t *pairs;   /* [pair_mask + 1] */
+    uint32_t pair_mask;
 };
 
 static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
@@ -220,7 +218,7 @@ static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3
 {
     if (!c) return k3_tok_pair_rank(t, a, b);
     uint64_t key = (uint64_t)a << 20 | b;
-    uint64_t *e = &c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 51) & (K3_PAIR_CACHE_ENTRIES - 1)];
+    uint64_t *e = &c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & c->pair_mask];
     if (*e >> 20 == key) {
         uint32_t r = (uint32_t)*e & 0xFFFFF;
         return r == 0xFFFFF ? K3_TOK_NONE : r;
@@ -245,8 +243,7 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, const struct k3_
     uint64_t key = (uint64_t)a << 20 | b;
     K3_PREFETCH(&t->pairs[(uint32_t)(k3_tok_mix(key * 0x9E3779B97F4A7C15ull)) & t->pair_mask]);
     if (c)
-        K3_PREFETCH(&c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 51) &
-                              (K3_PAIR_CACHE_ENTRIES - 1)]);
+        K3_PREFETCH(&c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & c->pair_mask]);
 }
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
