@@ -244,6 +244,93 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
     return r;
 }
 
+/* ---- ASCII windows ---------------------------------------------------------------------
+ * In ASCII text every piece start is decided by the bytes around it, so the starts of a
+ * 64-byte window come from its class masks at once (bit i for s[p + i]; p is a piece start,
+ * and the text is taken to begin there, as the scanner never looks back). With L letters
+ * (U upper, W lower), D digits, S whitespace (R CR/LF, X the rest, SP ' '), O the other
+ * ASCII bytes, and P = O | X the word prefixes, i is a piece start when:
+ *   a  L(i), not L(i-1), and i-1 is not a free prefix;    b  i is a free prefix, L(i+1);
+ *   c  W(i-1), U(i) (U* W+ stops at an upper);             d  D(i), not D(i-1): then every
+ *      third digit of the run;                            f  O(i), not O(i-1), not SP(i-1);
+ *   g  S(i), not S(i-1), unless R(i) after O (alternative 5's [\r\n]* takes those CR/LF);
+ *   h  the end of such a taken CR/LF run;                i  X(i) after the last CR/LF of a
+ *      whitespace run (alternative 6 ends there);          j  X(i-1), X(i), not S(i+1)
+ *      (alternative 7 leaves the run's last character).
+ * A prefix is free unless alternative 5 took it: O(i) after O or SP. A contraction after a
+ * word's last letter joins the word and ends the piece. Starts are decided up to two bytes
+ * before the first non-ASCII byte or the window's end, and not inside a whitespace run that
+ * reaches it (its end is unknown); pieces beyond go to the scanners above. */
+#define K3_WINDOWS_SIMD (K3_BLK_SIMD[0] != 'n')
+
+static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
+
+/* The pieces of s[p..p+64) whose ends the window decides (up to max): their count. */
+static size_t window_pieces(const uint8_t *s, size_t p, size_t *ends, size_t max)
+{
+    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0;
+    for (int k = 0; k < 4 && !hi; k++) { /* up to the block of the first non-ASCII byte */
+        struct k3_ascii_cls c = k3_ascii_cls16(s + p + 16 * k);
+        hi |= (uint64_t)c.hi << 16 * k;
+        up |= (uint64_t)c.up << 16 * k;
+        lo |= (uint64_t)c.lo << 16 * k;
+        dg |= (uint64_t)c.digit << 16 * k;
+        ws |= (uint64_t)c.ws << 16 * k;
+        cr |= (uint64_t)c.crlf << 16 * k;
+        sp |= (uint64_t)c.sp << 16 * k;
+        ap |= (uint64_t)c.apos << 16 * k;
+    }
+    int h = hi ? ctz64(hi) : 64; /* bytes [0, h) are ASCII and read */
+    if (h < 4) return 0;
+    uint64_t valid = h == 64 ? ~0ull : (1ull << h) - 1;
+    up &= valid, lo &= valid, dg &= valid, ws &= valid, cr &= valid, sp &= valid, ap &= valid;
+    uint64_t let = up | lo, x = ws & ~cr, o = valid & ~(let | dg | ws);
+    int t = h - 2; /* the last start decided */
+    if (ws >> (h - 1) & 1) { /* a whitespace run reaches h: only its start is decided */
+        uint64_t before = ~ws & (valid >> 1);
+        int a = before ? 64 - __builtin_clzll(before) : 0;
+        if (a < t) t = a;
+    }
+    uint64_t free_prefix = (o | x) & ~(o & ((o | sp) << 1));
+    uint64_t st = (let & ~(let << 1) & ~(free_prefix << 1)) /* a */
+                | (free_prefix & (let >> 1))                 /* b */
+                | (up & (lo << 1))                           /* c */
+                | (dg & ~(dg << 1))                          /* d */
+                | (o & ~((o | sp) << 1))                     /* f */
+                | (ws & ~(ws << 1) & ~(cr & (o << 1)))       /* g */
+                | ((cr + (cr & (o << 1))) & ~cr)             /* h */
+                | (x & (x << 1) & ~(ws >> 1));               /* j */
+    for (uint64_t c = x & (cr << 1); c; c &= c - 1) { /* i */
+        int i = ctz64(c), e = i + ctz64(~(x >> i));
+        if (e < 64 && !(cr >> e & 1)) st |= 1ull << i;
+    }
+    for (uint64_t d4 = dg & (dg << 1) & (dg << 2) & (dg << 3); d4;) { /* d: digits 4, 7, ... */
+        int b = ctz64(d4);
+        st |= 1ull << b;
+        d4 = b + 3 >= 64 ? 0 : d4 & ~((1ull << (b + 3)) - 1);
+    }
+    int prev_end = -1; /* contractions: "'" after a word's last letter */
+    for (uint64_t c = ap & (let << 1); c; c &= c - 1) {
+        int i = ctz64(c);
+        if (i == prev_end) continue; /* after a contraction's letter: not a word's */
+        if (i + 3 > h) {
+            if (i - 1 < t) t = i - 1;
+            break;
+        }
+        int e = (int)(contraction(s, p + (size_t)i, p + (size_t)h) - p);
+        if (e > i) {
+            st &= ~(((1ull << (e - i)) - 1) << i);
+            if (e < 64) st |= 1ull << e;
+            prev_end = e;
+        }
+    }
+    if (t < 1) return 0;
+    st &= ((2ull << t) - 1) & ~1ull;
+    size_t m = 0;
+    for (; st && m < max; st &= st - 1) ends[m++] = p + (size_t)ctz64(st);
+    return m;
+}
+
 static size_t pretok_general(const uint8_t *s, size_t p, size_t n);
 
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n)
@@ -256,6 +343,14 @@ size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_
 {
     size_t m = 0;
     while (m < max && p < n) {
+        if (K3_WINDOWS_SIMD && n - p >= 64 && s[p] < 0x80) {
+            size_t k = window_pieces(s, p, ends + m, max - m);
+            if (k) {
+                m += k;
+                p = ends[m - 1];
+                continue;
+            }
+        }
         size_t e = ascii_piece(s, p, n);
         if (!e) e = pretok_general(s, p, n);
         ends[m++] = p = e;

@@ -1,5 +1,6 @@
 /* unicode_simd.h - classifying 16 bytes of valid UTF-8 at once, for the encoder's whole-text
- * passes (the UTF-8 check and the wrapper's isspace runs, tokenizer.c).
+ * passes (the UTF-8 check and the wrapper's isspace runs, tokenizer.c) and the pre-tokenizer
+ * (ASCII letters and classes, pretok.c).
  *
  * k3_blk16(p) reads p[0..18) (two bytes past the block, so that a character starting in the
  * block is classified from all its bytes) and returns bit masks, bit i for byte p[i]:
@@ -68,6 +69,30 @@ static inline void k3_letters16_scalar(const uint8_t *p, uint32_t *up, uint32_t 
         *up |= (uint32_t)(p[i] >= 'A' && p[i] <= 'Z') << i;
         *lo |= (uint32_t)(p[i] >= 'a' && p[i] <= 'z') << i;
     }
+}
+
+/* ASCII classes of p[0..16) for the pre-tokenizer's 64-byte windows (pretok.c), bit i for
+ * p[i]: hi >= 0x80; up A-Z; lo a-z; digit 0-9; ws \s (0x09-0x0D, 0x20); crlf CR, LF;
+ * sp ' '; apos '\''. */
+struct k3_ascii_cls {
+    uint32_t hi, up, lo, digit, ws, crlf, sp, apos;
+};
+
+static inline struct k3_ascii_cls k3_ascii_cls16_scalar(const uint8_t *p)
+{
+    struct k3_ascii_cls r = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 16; i++) {
+        uint8_t b = p[i];
+        r.hi |= (uint32_t)(b >> 7) << i;
+        r.up |= (uint32_t)(b >= 'A' && b <= 'Z') << i;
+        r.lo |= (uint32_t)(b >= 'a' && b <= 'z') << i;
+        r.digit |= (uint32_t)(b >= '0' && b <= '9') << i;
+        r.ws |= (uint32_t)((b >= 0x09 && b <= 0x0D) || b == ' ') << i;
+        r.crlf |= (uint32_t)(b == '\r' || b == '\n') << i;
+        r.sp |= (uint32_t)(b == ' ') << i;
+        r.apos |= (uint32_t)(b == '\'') << i;
+    }
+    return r;
 }
 
 static inline struct k3_utf8_blk k3_utf8_blk16_scalar(const uint8_t *p)
@@ -149,6 +174,27 @@ static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
                                                     _mm_cmplt_epi8(v, _mm_set1_epi8('Z' + 1))));
     *lo = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
                                                     _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1))));
+}
+
+static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
+{
+    /* signed compares: bytes >= 0x80 are negative and fall outside every ASCII range */
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+#define K3_B(x) _mm_set1_epi8((char)(x))
+#define K3_IN(lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, K3_B((lo) - 1)), _mm_cmplt_epi8(v, K3_B((hi) + 1)))
+    __m128i sp = _mm_cmpeq_epi8(v, K3_B(' '));
+    struct k3_ascii_cls r;
+    r.hi = (uint32_t)_mm_movemask_epi8(v);
+    r.up = (uint32_t)_mm_movemask_epi8(K3_IN('A', 'Z'));
+    r.lo = (uint32_t)_mm_movemask_epi8(K3_IN('a', 'z'));
+    r.digit = (uint32_t)_mm_movemask_epi8(K3_IN('0', '9'));
+    r.ws = (uint32_t)_mm_movemask_epi8(_mm_or_si128(K3_IN(0x09, 0x0D), sp));
+    r.crlf = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, K3_B('\r')), _mm_cmpeq_epi8(v, K3_B('\n'))));
+    r.sp = (uint32_t)_mm_movemask_epi8(sp);
+    r.apos = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, K3_B('\'')));
+#undef K3_IN
+#undef K3_B
+    return r;
 }
 
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
@@ -234,6 +280,26 @@ static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
     *lo = k3_neon_mask(vandq_u8(vcgeq_u8(v, vdupq_n_u8('a')), vcleq_u8(v, vdupq_n_u8('z'))));
 }
 
+static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p);
+#define K3_B(x) vdupq_n_u8(x)
+#define K3_IN(lo, hi) vandq_u8(vcgeq_u8(v, K3_B(lo)), vcleq_u8(v, K3_B(hi)))
+    uint8x16_t sp = vceqq_u8(v, K3_B(' '));
+    struct k3_ascii_cls r;
+    r.hi = k3_neon_mask(vcgeq_u8(v, K3_B(0x80)));
+    r.up = k3_neon_mask(K3_IN('A', 'Z'));
+    r.lo = k3_neon_mask(K3_IN('a', 'z'));
+    r.digit = k3_neon_mask(K3_IN('0', '9'));
+    r.ws = k3_neon_mask(vorrq_u8(K3_IN(0x09, 0x0D), sp));
+    r.crlf = k3_neon_mask(vorrq_u8(vceqq_u8(v, K3_B('\r')), vceqq_u8(v, K3_B('\n'))));
+    r.sp = k3_neon_mask(sp);
+    r.apos = k3_neon_mask(vceqq_u8(v, K3_B('\'')));
+#undef K3_IN
+#undef K3_B
+    return r;
+}
+
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p);
@@ -277,6 +343,7 @@ static inline struct k3_blk k3_blk16(const uint8_t *p) { return k3_blk16_scalar(
 static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p) { return k3_utf8_blk16_scalar(p); }
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p) { return k3_cut_blk16_scalar(p); }
 static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo) { k3_letters16_scalar(p, up, lo); }
+static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p) { return k3_ascii_cls16_scalar(p); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */

@@ -340,11 +340,24 @@ static void test_utf8_blocks(void)
         uint32_t up, lo, ups, los;
         k3_letters16(b, &up, &lo);
         k3_letters16_scalar(b, &ups, &los);
+        struct k3_ascii_cls a = k3_ascii_cls16(b), as = k3_ascii_cls16_scalar(b);
         bad += u.hi != us.hi || u.cont != us.cont || u.l2 != us.l2 || u.l3 != us.l3 || u.l4 != us.l4 ||
                u.bad != us.bad || c.sp != cs.sp || c.ns != cs.ns || c.cont != cs.cont || up != ups ||
-               lo != los;
+               lo != los || a.hi != as.hi || a.up != as.up || a.lo != as.lo || a.digit != as.digit ||
+               a.ws != as.ws || a.crlf != as.crlf || a.sp != as.sp || a.apos != as.apos;
     }
-    CHECK_MSG(bad == 0, "%d blocks: %s UTF-8/cut/letter masks differ from the byte loops", bad, K3_BLK_SIMD);
+    CHECK_MSG(bad == 0, "%d blocks: %s UTF-8/cut/letter/ASCII class masks differ from the byte loops", bad,
+              K3_BLK_SIMD);
+    bad = 0;
+    for (int k = 0; k < 256; k++) { /* every byte value at every position of a block */
+        uint8_t b[32];
+        for (int i = 0; i < 32; i++) b[i] = (uint8_t)(k + i * 37);
+        struct k3_ascii_cls a = k3_ascii_cls16(b), as = k3_ascii_cls16_scalar(b);
+        bad += a.hi != as.hi || a.up != as.up || a.lo != as.lo || a.digit != as.digit || a.ws != as.ws ||
+               a.crlf != as.crlf || a.sp != as.sp || a.apos != as.apos;
+    }
+    CHECK_MSG(bad == 0, "%d blocks: %s ASCII class masks differ from the byte loop on all byte values", bad,
+              K3_BLK_SIMD);
 }
 
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
