@@ -106,10 +106,24 @@ static inline size_t run_of(const uint8_t *s, size_t q, size_t n, unsigned want)
     return q;
 }
 
+/* CJK runs 5 characters (15 bytes) a block where SIMD has the masks (k3_cjk16). */
+#define K3_CJK_SIMD (K3_BLK_SIMD[0] != 'n')
+#define K3_CJK_STARTS 0x1249u /* bits 0, 3, 6, 9, 12: the starts of 3-byte characters */
+
 /* [\p{Han}]+ continued from q: 3-byte characters (nearly all Han) decoded inline. */
 static inline size_t han_run(const uint8_t *s, size_t q, size_t n)
 {
-    while (q + 3 <= n && (s[q] & 0xF0) == 0xE0) {
+    for (;;) {
+        if (K3_CJK_SIMD)
+            while (q + 18 <= n) {
+                uint32_t miss = ~k3_cjk16(s + q).han & K3_CJK_STARTS;
+                if (miss) {
+                    q += (size_t)__builtin_ctz(miss);
+                    break;
+                }
+                q += 15;
+            }
+        if (!(q + 3 <= n && (s[q] & 0xF0) == 0xE0)) break;
         uint32_t cp = (uint32_t)(s[q] & 0x0F) << 12 | (uint32_t)(s[q + 1] & 0x3F) << 6 | (s[q + 2] & 0x3F);
         if (!(k3_uc_flags(cp) & K3_UC_HAN)) return q;
         q += 3;
@@ -117,11 +131,29 @@ static inline size_t han_run(const uint8_t *s, size_t q, size_t n)
     return run_of(s, q, n, K3_UC_HAN);
 }
 
+/* The run from r of characters k3_cjk16 knows to be in both U and W (Hangul, kana). */
+static inline size_t both_run(const uint8_t *s, size_t r, size_t n)
+{
+    while (r + 18 <= n) {
+        uint32_t miss = ~k3_cjk16(s + r).both & K3_CJK_STARTS;
+        if (miss) return r + (size_t)__builtin_ctz(miss);
+        r += 15;
+    }
+    return r;
+}
+
 /* Alternative 2 without the prefix, from q: U* W+ C?. Returns the end or 0. */
 static size_t alt_upper_lower(const uint8_t *s, size_t q, size_t n)
 {
     size_t r = q, last_w_end = 0;
     while (r < n) {
+        if (K3_CJK_SIMD && s[r] >= 0xE3 && s[r] <= 0xED) {
+            size_t b = both_run(s, r, n);
+            if (b != r) {
+                r = last_w_end = b;
+                if (r == n) break;
+            }
+        }
         int len;
         unsigned f = char_at(s, r, &len);
         if (!(f & K3_UC_UP)) break;

@@ -95,6 +95,36 @@ static inline struct k3_ascii_cls k3_ascii_cls16_scalar(const uint8_t *p)
     return r;
 }
 
+/* CJK characters the pre-tokenizer's runs skip without the Unicode table (pretok.c), bit i
+ * for a 3-byte sequence starting at p[i] (reads p[0..18)): han  U+4E00-U+9FFF (Han);
+ * both  Hangul syllables U+AC00-U+D77F, kana U+3041-U+3096, U+30A1-U+30FF but U+30FB (Lo or
+ * Lm: in the pattern's U and W sets). test_tokenizer checks both against the Unicode table. */
+struct k3_cjk_blk {
+    uint32_t han, both;
+};
+
+static inline int k3_cjk_han_at(uint8_t b, uint8_t b1) { return (b >= 0xE5 && b <= 0xE9) || (b == 0xE4 && b1 >= 0xB8); }
+
+static inline int k3_cjk_both_at(uint8_t b, uint8_t b1, uint8_t b2)
+{
+    if (b == 0xEB || b == 0xEC) return 1;
+    if (b == 0xEA) return b1 >= 0xB0;
+    if (b == 0xED) return b1 <= 0x9D;
+    if (b == 0xE3)
+        return (b1 == 0x81 && b2 >= 0x81) || (b1 == 0x82 && (b2 <= 0x96 || b2 >= 0xA1)) || (b1 == 0x83 && b2 != 0xBB);
+    return 0;
+}
+
+static inline struct k3_cjk_blk k3_cjk16_scalar(const uint8_t *p)
+{
+    struct k3_cjk_blk r = {0, 0};
+    for (int i = 0; i < 16; i++) {
+        r.han |= (uint32_t)k3_cjk_han_at(p[i], p[i + 1]) << i;
+        r.both |= (uint32_t)k3_cjk_both_at(p[i], p[i + 1], p[i + 2]) << i;
+    }
+    return r;
+}
+
 static inline struct k3_utf8_blk k3_utf8_blk16_scalar(const uint8_t *p)
 {
     struct k3_utf8_blk r = {0, 0, 0, 0, 0, 0};
@@ -193,6 +223,33 @@ static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
     r.sp = (uint32_t)_mm_movemask_epi8(sp);
     r.apos = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, K3_B('\'')));
 #undef K3_IN
+#undef K3_B
+    return r;
+}
+
+static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i v1 = _mm_loadu_si128((const __m128i *)(p + 1));
+    __m128i v2 = _mm_loadu_si128((const __m128i *)(p + 2));
+#define K3_B(x) _mm_set1_epi8((char)(x))
+#define K3_EQ(x, c) _mm_cmpeq_epi8(x, K3_B(c))
+#define K3_GE(x, c) _mm_cmpeq_epi8(_mm_max_epu8(x, K3_B(c)), x) /* unsigned */
+#define K3_LE(x, c) _mm_cmpeq_epi8(_mm_min_epu8(x, K3_B(c)), x)
+    __m128i han = _mm_or_si128(_mm_and_si128(K3_GE(v, 0xE5), K3_LE(v, 0xE9)), _mm_and_si128(K3_EQ(v, 0xE4), K3_GE(v1, 0xB8)));
+    __m128i hangul = _mm_or_si128(_mm_or_si128(K3_EQ(v, 0xEB), K3_EQ(v, 0xEC)),
+                                  _mm_or_si128(_mm_and_si128(K3_EQ(v, 0xEA), K3_GE(v1, 0xB0)),
+                                               _mm_and_si128(K3_EQ(v, 0xED), K3_LE(v1, 0x9D))));
+    __m128i kana = _mm_or_si128(
+        _mm_or_si128(_mm_and_si128(K3_EQ(v1, 0x81), K3_GE(v2, 0x81)),
+                     _mm_and_si128(K3_EQ(v1, 0x82), _mm_or_si128(K3_LE(v2, 0x96), K3_GE(v2, 0xA1)))),
+        _mm_andnot_si128(K3_EQ(v2, 0xBB), K3_EQ(v1, 0x83)));
+    struct k3_cjk_blk r;
+    r.han = (uint32_t)_mm_movemask_epi8(han);
+    r.both = (uint32_t)_mm_movemask_epi8(_mm_or_si128(hangul, _mm_and_si128(K3_EQ(v, 0xE3), kana)));
+#undef K3_LE
+#undef K3_GE
+#undef K3_EQ
 #undef K3_B
     return r;
 }
@@ -300,6 +357,26 @@ static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
     return r;
 }
 
+static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p), v1 = vld1q_u8(p + 1), v2 = vld1q_u8(p + 2);
+#define K3_B(x) vdupq_n_u8(x)
+    uint8x16_t han = vorrq_u8(vandq_u8(vcgeq_u8(v, K3_B(0xE5)), vcleq_u8(v, K3_B(0xE9))),
+                              vandq_u8(vceqq_u8(v, K3_B(0xE4)), vcgeq_u8(v1, K3_B(0xB8))));
+    uint8x16_t hangul = vorrq_u8(vorrq_u8(vceqq_u8(v, K3_B(0xEB)), vceqq_u8(v, K3_B(0xEC))),
+                                 vorrq_u8(vandq_u8(vceqq_u8(v, K3_B(0xEA)), vcgeq_u8(v1, K3_B(0xB0))),
+                                          vandq_u8(vceqq_u8(v, K3_B(0xED)), vcleq_u8(v1, K3_B(0x9D)))));
+    uint8x16_t kana = vorrq_u8(
+        vorrq_u8(vandq_u8(vceqq_u8(v1, K3_B(0x81)), vcgeq_u8(v2, K3_B(0x81))),
+                 vandq_u8(vceqq_u8(v1, K3_B(0x82)), vorrq_u8(vcleq_u8(v2, K3_B(0x96)), vcgeq_u8(v2, K3_B(0xA1))))),
+        vbicq_u8(vceqq_u8(v1, K3_B(0x83)), vceqq_u8(v2, K3_B(0xBB))));
+    struct k3_cjk_blk r;
+    r.han = k3_neon_mask(han);
+    r.both = k3_neon_mask(vorrq_u8(hangul, vandq_u8(vceqq_u8(v, K3_B(0xE3)), kana)));
+#undef K3_B
+    return r;
+}
+
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p);
@@ -344,6 +421,7 @@ static inline struct k3_utf8_blk k3_utf8_blk16(const uint8_t *p) { return k3_utf
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p) { return k3_cut_blk16_scalar(p); }
 static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo) { k3_letters16_scalar(p, up, lo); }
 static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p) { return k3_ascii_cls16_scalar(p); }
+static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p) { return k3_cjk16_scalar(p); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */
