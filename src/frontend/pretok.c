@@ -146,6 +146,7 @@ static inline size_t both_run(const uint8_t *s, size_t r, size_t n)
 static size_t alt_upper_lower(const uint8_t *s, size_t q, size_t n)
 {
     size_t r = q, last_w_end = 0;
+    unsigned f = 0; /* the flags of the character at r that ends the U run */
     while (r < n) {
         if (K3_CJK_SIMD && s[r] >= 0xE3 && s[r] <= 0xED) {
             size_t b = both_run(s, r, n);
@@ -155,15 +156,12 @@ static size_t alt_upper_lower(const uint8_t *s, size_t q, size_t n)
             }
         }
         int len;
-        unsigned f = char_at(s, r, &len);
+        f = char_at(s, r, &len);
         if (!(f & K3_UC_UP)) break;
         r += (size_t)len;
         if (f & K3_UC_LO) last_w_end = r;
     }
-    if (r < n) {
-        int len;
-        if (char_at(s, r, &len) & K3_UC_LO) return contraction(s, run_of(s, r, n, K3_UC_LO), n);
-    }
+    if (r < n && (f & K3_UC_LO)) return contraction(s, run_of(s, r, n, K3_UC_LO), n);
     /* W+ backtracks into the U run: the last W-capable character of it, alone (everything
      * after it in the run is Lu/Lt, and the character at r is not in W). */
     return last_w_end ? contraction(s, last_w_end, n) : 0;
@@ -290,18 +288,23 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
  *      whitespace run (alternative 6 ends there);          j  X(i-1), X(i), not S(i+1)
  *      (alternative 7 leaves the run's last character).
  * A prefix is free unless alternative 5 took it: O(i) after O or SP. A contraction after a
- * word's last letter joins the word and ends the piece. Starts are decided up to two bytes
- * before the first non-ASCII byte or the window's end, and not inside a whitespace run that
- * reaches it (its end is unknown); pieces beyond go to the scanners above. */
+ * word's last letter joins the word and ends the piece. The CJK characters of k3_cjk16 take
+ * part with all their bytes: Han ones make runs of their own (alternative 1: a start where
+ * one follows another class), Hangul and kana ones are letters in both U and W (a run of
+ * them is one word) except before an ASCII letter (U* W+ may stop there: left undecided).
+ * Starts are decided up to two bytes before the first other non-ASCII byte or the window's
+ * end, and not inside a whitespace run that reaches it (its end is unknown); pieces beyond
+ * go to the scanners above. */
 #define K3_WINDOWS_SIMD (K3_BLK_SIMD[0] != 'n')
 
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 
 /* The pieces of s[p..p+64) whose ends the window decides (up to max): their count. */
-static size_t window_pieces(const uint8_t *s, size_t p, size_t *ends, size_t max)
+static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
-    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0;
-    for (int k = 0; k < 4 && !hi; k++) { /* up to the block of the first non-ASCII byte */
+    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0, han = 0, both = 0;
+    uint64_t known = ~0ull; /* the bytes classified */
+    for (int k = 0; k < 4; k++) {
         struct k3_ascii_cls c = k3_ascii_cls16(s + p + 16 * k);
         hi |= (uint64_t)c.hi << 16 * k;
         up |= (uint64_t)c.up << 16 * k;
@@ -311,12 +314,30 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t *ends, size_t max
         cr |= (uint64_t)c.crlf << 16 * k;
         sp |= (uint64_t)c.sp << 16 * k;
         ap |= (uint64_t)c.apos << 16 * k;
+        if (!c.hi) continue;
+        /* non-ASCII: the CJK characters k3_cjk16 knows; up to the block of another one */
+        if (n - p < 16 * (size_t)k + 18) {
+            known = (1ull << 16 * k) - 1;
+            break;
+        }
+        struct k3_cjk_blk j = k3_cjk16(s + p + 16 * k);
+        han |= (uint64_t)j.han << 16 * k;
+        both |= (uint64_t)j.both << 16 * k;
+        uint64_t cjk = han | han << 1 | han << 2 | both | both << 1 | both << 2;
+        if ((hi & ~cjk) >> 16 * k & 0xFFFF) {
+            known = k == 3 ? ~0ull : (1ull << 16 * (k + 1)) - 1;
+            break;
+        }
     }
-    int h = hi ? ctz64(hi) : 64; /* bytes [0, h) are ASCII and read */
+    han |= han << 1 | han << 2, both |= both << 1 | both << 2; /* all bytes of the characters */
+    /* An ASCII letter after a Hangul/kana one: U* W+ may end before it, not decided here. */
+    uint64_t unknown = (hi & ~(han | both)) | ~known | ((up | lo) & (both << 1));
+    int h = unknown ? ctz64(unknown) : 64; /* bytes [0, h) are classified */
     if (h < 4) return 0;
     uint64_t valid = h == 64 ? ~0ull : (1ull << h) - 1;
     up &= valid, lo &= valid, dg &= valid, ws &= valid, cr &= valid, sp &= valid, ap &= valid;
-    uint64_t let = up | lo, x = ws & ~cr, o = valid & ~(let | dg | ws);
+    han &= valid, both &= valid;
+    uint64_t let = up | lo | both, x = ws & ~cr, o = valid & ~(let | dg | ws | han);
     int t = h - 2; /* the last start decided */
     if (ws >> (h - 1) & 1) { /* a whitespace run reaches h: only its start is decided */
         uint64_t before = ~ws & (valid >> 1);
@@ -331,7 +352,8 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t *ends, size_t max
                 | (o & ~((o | sp) << 1))                     /* f */
                 | (ws & ~(ws << 1) & ~(cr & (o << 1)))       /* g */
                 | ((cr + (cr & (o << 1))) & ~cr)             /* h */
-                | (x & (x << 1) & ~(ws >> 1));               /* j */
+                | (x & (x << 1) & ~(ws >> 1))                /* j */
+                | (han & ~(han << 1));                       /* a Han run (alternative 1) */
     for (uint64_t c = x & (cr << 1); c; c &= c - 1) { /* i */
         int i = ctz64(c), e = i + ctz64(~(x >> i));
         if (e < 64 && !(cr >> e & 1)) st |= 1ull << i;
@@ -363,6 +385,24 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t *ends, size_t max
     return m;
 }
 
+/* Whether a window at s may decide a piece: no non-ASCII byte in the first 4, or the first
+ * one may lead a k3_cjk16 character (a cheap test: a failed window costs more). */
+static inline int window_worth(const uint8_t *s)
+{
+    int i = 0;
+#if K3_TOK_LE
+    uint32_t head;
+    memcpy(&head, s, 4);
+    head &= 0x80808080u;
+    if (!head) return 1;
+    i = __builtin_ctz(head) >> 3;
+#else
+    while (i < 4 && s[i] < 0x80) i++;
+    if (i == 4) return 1;
+#endif
+    return s[i] >= 0xE3 && s[i] <= 0xED; /* the leads of k3_cjk16's characters */
+}
+
 static size_t pretok_general(const uint8_t *s, size_t p, size_t n);
 
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n)
@@ -375,8 +415,8 @@ size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_
 {
     size_t m = 0;
     while (m < max && p < n) {
-        if (K3_WINDOWS_SIMD && n - p >= 64 && s[p] < 0x80) {
-            size_t k = window_pieces(s, p, ends + m, max - m);
+        if (K3_WINDOWS_SIMD && n - p >= 64 && window_worth(s + p)) {
+            size_t k = window_pieces(s, p, n, ends + m, max - m);
             if (k) {
                 m += k;
                 p = ends[m - 1];
