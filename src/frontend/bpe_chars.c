@@ -15,7 +15,13 @@
  * is partial its next inner merge (rank <= C(X) < R) is available and lower. Merges inside
  * X commute with everything before that first crossing merge, so doing them first changes
  * nothing; the others start as bytes and merge in the same rank order as before. The
- * differential tests against tiktoken hold this to every id. */
+ * differential tests against tiktoken hold this to every id.
+ *
+ * Two shortcuts follow from it. When the split ranks alone already put R at or below every
+ * multi-byte character's C(X) (a space before a Cyrillic word: " \xD0" is an early token),
+ * no character starts whole whatever the pairs' ranks: the piece is a byte merge, and the
+ * pair lookups are skipped. A segment (see k3_bpe_chars) of two or three characters that
+ * all start whole merges from its one or two pair ranks directly. */
 #include "frontend/tok_internal.h"
 #include "frontend/bpe_memo.h"
 #include "frontend/unicode.h"
@@ -52,18 +58,25 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
                              int32_t *out)
 {
     uint64_t info[K3_BPE_SHORT];
-    uint32_t R = K3_TOK_NONE;
-    (void)n;
-    /* Two passes, so that the table misses of the pair lookups overlap (prefetches). */
+    /* low: the lowest C(X) of a multi-byte single-token X (a one-byte X is whole either way) */
+    uint32_t R = K3_TOK_NONE, low = K3_TOK_NONE;
     for (size_t j = 0, i = 0; j < k; j++) {
         info[j] = cps[j] < 65536 ? t->char_info[cps[j]] : k3_bpe_char_info(t, s + i, len[j]);
+        uint32_t cx = info[j] >> 32 && len[j] > 1 ? (uint32_t)info[j] : K3_TOK_NONE;
+        low = cx < low ? cx : low;
         if (j) {
             uint32_t split = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
-            if (split < R) R = split;
-            uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
-            if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1);
+            R = split < R ? split : R;
         }
         i += len[j];
+    }
+    /* No character can start whole (a token spans a boundary partially with a rank below
+     * every C(X): a space before Cyrillic, say): the pairs cannot change that. */
+    if (R <= low) return k3_bpe_bytes(t, c, s, n, out);
+    /* Two passes, so that the table misses of the pair lookups overlap (prefetches). */
+    for (size_t j = 1; j < k; j++) {
+        uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
+        if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1);
     }
     uint32_t pr[K3_BPE_SHORT]; /* pr[j]: rank of the pair of whole characters j - 1, j */
     for (size_t j = 1; j < k; j++) {
@@ -71,20 +84,32 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
         pr[j] = a && b ? k3_tok_pair_rank_cached(t, c, a - 1, b - 1) : K3_TOK_NONE;
         if (pr[j] < R) R = pr[j];
     }
+    /* The parts, and the ranks of adjacent parts: two whole characters from pr, two bytes
+     * from the byte-pair table, a whole character next to a byte through the pair cache. */
     uint32_t tok[K3_BPE_SHORT], rk[K3_BPE_SHORT];
     size_t m = 0, i = 0;
+    int prev_whole = 0;
     for (size_t j = 0; j < k; j++) {
         uint32_t whole = (uint32_t)(info[j] >> 32);
-        if (whole && (uint32_t)info[j] < R) tok[m++] = whole - 1;
-        else
-            for (size_t b = 0; b < len[j]; b++) tok[m++] = t->byte_rank[s[i + b]];
+        if (whole && (uint32_t)info[j] < R) {
+            tok[m] = whole - 1;
+            if (m)
+                rk[m - 1] = prev_whole ? pr[j] : k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m]);
+            m++;
+            prev_whole = 1;
+        } else {
+            for (size_t b = 0; b < len[j]; b++, m++) {
+                const uint8_t *p = s + i + b;
+                tok[m] = t->byte_rank[p[0]];
+                if (m)
+                    rk[m - 1] = prev_whole ? k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m])
+                                           : t->byte_pairs[(uint32_t)p[-1] << 8 | p[0]];
+                prev_whole = 0;
+            }
+        }
         i += len[j];
     }
     if (m > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, c, tok, m, out);
-    if (m == k) /* every character whole: the pairs are the ones looked up above */
-        for (size_t j = 0; j + 1 < m; j++) rk[j] = pr[j + 1];
-    else
-        for (size_t j = 0; j + 1 < m; j++) rk[j] = k3_tok_pair_rank_cached(t, c, tok[j], tok[j + 1]);
     return k3_bpe_merge_linear(t, c, tok, rk, m, out);
 }
 
