@@ -291,7 +291,8 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
  * word's last letter joins the word and ends the piece. The CJK characters of k3_cjk16 take
  * part with all their bytes: Han ones make runs of their own (alternative 1: a start where
  * one follows another class), Hangul and kana ones are letters in both U and W (a run of
- * them is one word) except before an ASCII letter (U* W+ may stop there: left undecided).
+ * them is one word) except before an ASCII letter (U* W+ may stop there: left undecided);
+ * the punctuation of k3_punct16 is O (a prefix's free status moves to its last byte for a).
  * Starts are decided up to two bytes before the first other non-ASCII byte or the window's
  * end, and not inside a whitespace run that reaches it (its end is unknown); pieces beyond
  * go to the scanners above. */
@@ -302,7 +303,7 @@ static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 /* The pieces of s[p..p+64) whose ends the window decides (up to max): their count. */
 static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
-    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0, han = 0, both = 0;
+    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0, han = 0, both = 0, pl = 0;
     uint64_t known = ~0ull; /* the bytes classified */
     for (int k = 0; k < 4; k++) {
         struct k3_ascii_cls c = k3_ascii_cls16(s + p + 16 * k);
@@ -323,29 +324,37 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, 
         struct k3_cjk_blk j = k3_cjk16(s + p + 16 * k);
         han |= (uint64_t)j.han << 16 * k;
         both |= (uint64_t)j.both << 16 * k;
-        uint64_t cjk = han | han << 1 | han << 2 | both | both << 1 | both << 2;
+        uint64_t l3 = han | both | pl, cjk = l3 | l3 << 1 | l3 << 2;
+        if ((hi & ~cjk) >> 16 * k & 0xFFFF) { /* and the punctuation */
+            pl |= (uint64_t)k3_punct16(s + p + 16 * k) << 16 * k;
+            l3 |= pl, cjk = l3 | l3 << 1 | l3 << 2;
+        }
         if ((hi & ~cjk) >> 16 * k & 0xFFFF) {
             known = k == 3 ? ~0ull : (1ull << 16 * (k + 1)) - 1;
             break;
         }
     }
     han |= han << 1 | han << 2, both |= both << 1 | both << 2; /* all bytes of the characters */
+    uint64_t pfull = pl | pl << 1 | pl << 2;
     /* An ASCII letter after a Hangul/kana one: U* W+ may end before it, not decided here. */
-    uint64_t unknown = (hi & ~(han | both)) | ~known | ((up | lo) & (both << 1));
+    uint64_t unknown = (hi & ~(han | both | pfull)) | ~known | ((up | lo) & (both << 1));
     int h = unknown ? ctz64(unknown) : 64; /* bytes [0, h) are classified */
     if (h < 4) return 0;
     uint64_t valid = h == 64 ? ~0ull : (1ull << h) - 1;
     up &= valid, lo &= valid, dg &= valid, ws &= valid, cr &= valid, sp &= valid, ap &= valid;
-    han &= valid, both &= valid;
-    uint64_t let = up | lo | both, x = ws & ~cr, o = valid & ~(let | dg | ws | han);
+    han &= valid, both &= valid, pl &= valid;
+    uint64_t let = up | lo | both, x = ws & ~cr, o = valid & ~(let | dg | ws | han); /* pfull in o */
     int t = h - 2; /* the last start decided */
     if (ws >> (h - 1) & 1) { /* a whitespace run reaches h: only its start is decided */
         uint64_t before = ~ws & (valid >> 1);
         int a = before ? 64 - __builtin_clzll(before) : 0;
         if (a < t) t = a;
     }
+    /* free prefixes at their first byte, and at their last (3-byte punctuation: 2 later; as
+     * a prefix it starts a piece by f already) */
     uint64_t free_prefix = (o | x) & ~(o & ((o | sp) << 1));
-    uint64_t st = (let & ~(let << 1) & ~(free_prefix << 1)) /* a */
+    uint64_t fp_last = (free_prefix & ~pl) | (free_prefix & pl) << 2;
+    uint64_t st = (let & ~(let << 1) & ~(fp_last << 1))     /* a */
                 | (free_prefix & (let >> 1))                 /* b */
                 | (up & (lo << 1))                           /* c */
                 | (dg & ~(dg << 1))                          /* d */
@@ -400,7 +409,7 @@ static inline int window_worth(const uint8_t *s)
     while (i < 4 && s[i] < 0x80) i++;
     if (i == 4) return 1;
 #endif
-    return s[i] >= 0xE3 && s[i] <= 0xED; /* the leads of k3_cjk16's characters */
+    return s[i] >= 0xE2 && s[i] <= 0xEF; /* the leads of k3_cjk16's characters */
 }
 
 static size_t pretok_general(const uint8_t *s, size_t p, size_t n);

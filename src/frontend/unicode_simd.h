@@ -17,6 +17,13 @@
 
 #include <stdint.h>
 
+/* The pre-tokenizer's per-window helpers: always inlined (a call costs more than a block). */
+#if defined(__GNUC__) || defined(__clang__)
+#define K3_SIMD_INLINE static inline __attribute__((always_inline))
+#else
+#define K3_SIMD_INLINE static inline
+#endif
+
 #if defined(__SSE2__) && !defined(K3_TOK_NO_SIMD)
 #include <emmintrin.h>
 #define K3_BLK_SIMD "sse2"
@@ -95,13 +102,24 @@ static inline struct k3_ascii_cls k3_ascii_cls16_scalar(const uint8_t *p)
     return r;
 }
 
-/* CJK characters the pre-tokenizer's runs skip without the Unicode table (pretok.c), bit i
+/* CJK characters the pre-tokenizer classifies without the Unicode table (pretok.c), bit i
  * for a 3-byte sequence starting at p[i] (reads p[0..18)): han  U+4E00-U+9FFF (Han);
  * both  Hangul syllables U+AC00-U+D77F, kana U+3041-U+3096, U+30A1-U+30FF but U+30FB (Lo or
- * Lm: in the pattern's U and W sets). test_tokenizer checks both against the Unicode table. */
+ * Lm: in the pattern's U and W sets); and apart (k3_punct16, only where those do not cover a
+ * block) punct  U+2013-U+2027, U+3001-U+3003, U+3008-U+3011, U+FF01-U+FF0F, U+FF1A-U+FF20
+ * (dashes, quotes, CJK and fullwidth punctuation: no letter, digit or space).
+ * test_tokenizer checks all three against the Unicode table. */
 struct k3_cjk_blk {
     uint32_t han, both;
 };
+
+static inline int k3_cjk_punct_at(uint8_t b, uint8_t b1, uint8_t b2)
+{
+    if (b == 0xE2) return b1 == 0x80 && b2 >= 0x93 && b2 <= 0xA7;
+    if (b == 0xE3) return b1 == 0x80 && ((b2 >= 0x81 && b2 <= 0x83) || (b2 >= 0x88 && b2 <= 0x91));
+    if (b == 0xEF) return b1 == 0xBC && ((b2 >= 0x81 && b2 <= 0x8F) || (b2 >= 0x9A && b2 <= 0xA0));
+    return 0;
+}
 
 static inline int k3_cjk_han_at(uint8_t b, uint8_t b1) { return (b >= 0xE5 && b <= 0xE9) || (b == 0xE4 && b1 >= 0xB8); }
 
@@ -122,6 +140,13 @@ static inline struct k3_cjk_blk k3_cjk16_scalar(const uint8_t *p)
         r.han |= (uint32_t)k3_cjk_han_at(p[i], p[i + 1]) << i;
         r.both |= (uint32_t)k3_cjk_both_at(p[i], p[i + 1], p[i + 2]) << i;
     }
+    return r;
+}
+
+static inline uint32_t k3_punct16_scalar(const uint8_t *p)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < 16; i++) r |= (uint32_t)k3_cjk_punct_at(p[i], p[i + 1], p[i + 2]) << i;
     return r;
 }
 
@@ -206,7 +231,7 @@ static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
                                                     _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1))));
 }
 
-static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
+K3_SIMD_INLINE struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
 {
     /* signed compares: bytes >= 0x80 are negative and fall outside every ASCII range */
     __m128i v = _mm_loadu_si128((const __m128i *)p);
@@ -227,7 +252,7 @@ static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
     return r;
 }
 
-static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
+K3_SIMD_INLINE struct k3_cjk_blk k3_cjk16(const uint8_t *p)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
     __m128i v1 = _mm_loadu_si128((const __m128i *)(p + 1));
@@ -247,11 +272,27 @@ static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
     struct k3_cjk_blk r;
     r.han = (uint32_t)_mm_movemask_epi8(han);
     r.both = (uint32_t)_mm_movemask_epi8(_mm_or_si128(hangul, _mm_and_si128(K3_EQ(v, 0xE3), kana)));
+    return r;
+} /* (its macros serve k3_punct16 too) */
+
+K3_SIMD_INLINE uint32_t k3_punct16(const uint8_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i v1 = _mm_loadu_si128((const __m128i *)(p + 1));
+    __m128i v2 = _mm_loadu_si128((const __m128i *)(p + 2));
+#define K3_IN(x, lo, hi) _mm_and_si128(K3_GE(x, lo), K3_LE(x, hi))
+    __m128i punct = _mm_or_si128(
+        _mm_and_si128(_mm_and_si128(K3_EQ(v, 0xE2), K3_EQ(v1, 0x80)), K3_IN(v2, 0x93, 0xA7)),
+        _mm_or_si128(_mm_and_si128(_mm_and_si128(K3_EQ(v, 0xE3), K3_EQ(v1, 0x80)),
+                                   _mm_or_si128(K3_IN(v2, 0x81, 0x83), K3_IN(v2, 0x88, 0x91))),
+                     _mm_and_si128(_mm_and_si128(K3_EQ(v, 0xEF), K3_EQ(v1, 0xBC)),
+                                   _mm_or_si128(K3_IN(v2, 0x81, 0x8F), K3_IN(v2, 0x9A, 0xA0)))));
+    return (uint32_t)_mm_movemask_epi8(punct);
+#undef K3_IN
 #undef K3_LE
 #undef K3_GE
 #undef K3_EQ
 #undef K3_B
-    return r;
 }
 
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
@@ -337,7 +378,7 @@ static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
     *lo = k3_neon_mask(vandq_u8(vcgeq_u8(v, vdupq_n_u8('a')), vcleq_u8(v, vdupq_n_u8('z'))));
 }
 
-static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
+K3_SIMD_INLINE struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p);
 #define K3_B(x) vdupq_n_u8(x)
@@ -357,7 +398,7 @@ static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
     return r;
 }
 
-static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
+K3_SIMD_INLINE struct k3_cjk_blk k3_cjk16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p), v1 = vld1q_u8(p + 1), v2 = vld1q_u8(p + 2);
 #define K3_B(x) vdupq_n_u8(x)
@@ -373,8 +414,22 @@ static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p)
     struct k3_cjk_blk r;
     r.han = k3_neon_mask(han);
     r.both = k3_neon_mask(vorrq_u8(hangul, vandq_u8(vceqq_u8(v, K3_B(0xE3)), kana)));
-#undef K3_B
     return r;
+} /* (its macro serves k3_punct16 too) */
+
+K3_SIMD_INLINE uint32_t k3_punct16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p), v1 = vld1q_u8(p + 1), v2 = vld1q_u8(p + 2);
+#define K3_IN(x, lo, hi) vandq_u8(vcgeq_u8(x, K3_B(lo)), vcleq_u8(x, K3_B(hi)))
+    uint8x16_t punct = vorrq_u8(
+        vandq_u8(vandq_u8(vceqq_u8(v, K3_B(0xE2)), vceqq_u8(v1, K3_B(0x80))), K3_IN(v2, 0x93, 0xA7)),
+        vorrq_u8(vandq_u8(vandq_u8(vceqq_u8(v, K3_B(0xE3)), vceqq_u8(v1, K3_B(0x80))),
+                          vorrq_u8(K3_IN(v2, 0x81, 0x83), K3_IN(v2, 0x88, 0x91))),
+                 vandq_u8(vandq_u8(vceqq_u8(v, K3_B(0xEF)), vceqq_u8(v1, K3_B(0xBC))),
+                          vorrq_u8(K3_IN(v2, 0x81, 0x8F), K3_IN(v2, 0x9A, 0xA0)))));
+    return k3_neon_mask(punct);
+#undef K3_IN
+#undef K3_B
 }
 
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
@@ -422,6 +477,7 @@ static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p) { return k3_cut_b
 static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo) { k3_letters16_scalar(p, up, lo); }
 static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p) { return k3_ascii_cls16_scalar(p); }
 static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p) { return k3_cjk16_scalar(p); }
+static inline uint32_t k3_punct16(const uint8_t *p) { return k3_punct16_scalar(p); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */
