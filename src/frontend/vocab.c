@@ -262,6 +262,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
             t->pairs = malloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
             if (!t->pairs) return k3_err_set(err, "out of memory");
             memset(t->pairs, 0xFF, sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+            t->pair_filter = calloc(K3_PAIR_FILTER_WORDS, sizeof(uint64_t));
+            if (!t->pair_filter) return k3_err_set(err, "out of memory");
         }
         for (uint32_t r = 0; r < n; r++) {
             const uint8_t *s = t->bytes + t->off[r];
@@ -276,7 +278,9 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                     continue;
                 }
                 uint64_t key = (uint64_t)a << 20 | b;
-                uint32_t i = (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->pair_mask;
+                uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull);
+                t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)] |= k3_tok_pair_filter_bits(hm);
+                uint32_t i = (uint32_t)hm & t->pair_mask;
                 while (t->pairs[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
                 t->pairs[i] = key << 20 | r;
             }
@@ -663,6 +667,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->char_info);
     free(t->split_rank);
     free(t->bigram_filter);
+    free(t->pair_filter);
     free(t->spec_slots);
     free(t);
 }
