@@ -292,7 +292,8 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
  * part with all their bytes: Han ones make runs of their own (alternative 1: a start where
  * one follows another class), Hangul and kana ones are letters in both U and W (a run of
  * them is one word) except before an ASCII letter (U* W+ may stop there: left undecided);
- * the punctuation of k3_punct16 is O (a prefix's free status moves to its last byte for a).
+ * the punctuation of k3_punct16 is O (a prefix's free status moves to its last byte for a);
+ * the Latin-1 and Cyrillic letters of k3_lat16 are U or W like A-Z and a-z.
  * Starts are decided up to two bytes before the first other non-ASCII byte or the window's
  * end, and not inside a whitespace run that reaches it (its end is unknown); pieces beyond
  * go to the scanners above. */
@@ -303,7 +304,8 @@ static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 /* The pieces of s[p..p+64) whose ends the window decides (up to max): their count. */
 static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
-    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0, han = 0, both = 0, pl = 0;
+    uint64_t hi = 0, up = 0, lo = 0, dg = 0, ws = 0, cr = 0, sp = 0, ap = 0;
+    uint64_t han = 0, both = 0, pl = 0, u2 = 0, l2 = 0; /* lead bytes (k3_cjk16, k3_punct16, k3_lat16) */
     uint64_t known = ~0ull; /* the bytes classified */
     for (int k = 0; k < 4; k++) {
         struct k3_ascii_cls c = k3_ascii_cls16(s + p + 16 * k);
@@ -316,7 +318,8 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, 
         sp |= (uint64_t)c.sp << 16 * k;
         ap |= (uint64_t)c.apos << 16 * k;
         if (!c.hi) continue;
-        /* non-ASCII: the CJK characters k3_cjk16 knows; up to the block of another one */
+        /* non-ASCII: the characters the masks know, tried in turn while some byte of the
+         * block has no class; up to the block of a character none knows */
         if (n - p < 16 * (size_t)k + 18) {
             known = (1ull << 16 * k) - 1;
             break;
@@ -324,20 +327,27 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, 
         struct k3_cjk_blk j = k3_cjk16(s + p + 16 * k);
         han |= (uint64_t)j.han << 16 * k;
         both |= (uint64_t)j.both << 16 * k;
-        uint64_t l3 = han | both | pl, cjk = l3 | l3 << 1 | l3 << 2;
-        if ((hi & ~cjk) >> 16 * k & 0xFFFF) { /* and the punctuation */
-            pl |= (uint64_t)k3_punct16(s + p + 16 * k) << 16 * k;
-            l3 |= pl, cjk = l3 | l3 << 1 | l3 << 2;
+#define K3_COVER(l3, l2) ((l3) | (l3) << 1 | (l3) << 2 | (l2) | (l2) << 1)
+#define K3_REST (hi & ~K3_COVER(han | both | pl, u2 | l2)) >> 16 * k & 0xFFFF
+        if (K3_REST) {
+            struct k3_lat_blk l = k3_lat16(s + p + 16 * k);
+            u2 |= (uint64_t)l.up << 16 * k;
+            l2 |= (uint64_t)l.lo << 16 * k;
         }
-        if ((hi & ~cjk) >> 16 * k & 0xFFFF) {
+        if (K3_REST) pl |= (uint64_t)k3_punct16(s + p + 16 * k) << 16 * k;
+        if (K3_REST) {
             known = k == 3 ? ~0ull : (1ull << 16 * (k + 1)) - 1;
             break;
         }
+#undef K3_REST
     }
     han |= han << 1 | han << 2, both |= both << 1 | both << 2; /* all bytes of the characters */
+    up |= u2 | u2 << 1, lo |= l2 | l2 << 1;
     uint64_t pfull = pl | pl << 1 | pl << 2;
-    /* An ASCII letter after a Hangul/kana one: U* W+ may end before it, not decided here. */
-    uint64_t unknown = (hi & ~(han | both | pfull)) | ~known | ((up | lo) & (both << 1));
+    /* A letter in U or W only after a Hangul/kana one: U* W+ may end before it, not decided
+     * here. */
+    uint64_t unknown = (hi & ~(han | both | pfull | up | lo)) | ~known | ((up | lo) & (both << 1));
+#undef K3_COVER
     int h = unknown ? ctz64(unknown) : 64; /* bytes [0, h) are classified */
     if (h < 4) return 0;
     uint64_t valid = h == 64 ? ~0ull : (1ull << h) - 1;
@@ -409,7 +419,7 @@ static inline int window_worth(const uint8_t *s)
     while (i < 4 && s[i] < 0x80) i++;
     if (i == 4) return 1;
 #endif
-    return s[i] >= 0xE2 && s[i] <= 0xEF; /* the leads of k3_cjk16's characters */
+    return (s[i] >= 0xE2 && s[i] <= 0xEF) || s[i] == 0xC3 || s[i] == 0xD0 || s[i] == 0xD1; /* the masks' leads */
 }
 
 static size_t pretok_general(const uint8_t *s, size_t p, size_t n);

@@ -150,6 +150,36 @@ static inline uint32_t k3_punct16_scalar(const uint8_t *p)
     return r;
 }
 
+/* 2-byte letters the pre-tokenizer classifies without the Unicode table (pretok.c), bit i
+ * for a sequence starting at p[i] (reads p[0..17)): up  U+00C0-U+00D6, U+00D8-U+00DE,
+ * U+0400-U+042F (Lu: in U only); lo  U+00DF-U+00F6, U+00F8-U+00FF, U+0430-U+045F (Ll: in W
+ * only). test_tokenizer checks both against the Unicode table. */
+struct k3_lat_blk {
+    uint32_t up, lo;
+};
+
+static inline int k3_lat_up_at(uint8_t b, uint8_t b1)
+{
+    return (b == 0xC3 && ((b1 >= 0x80 && b1 <= 0x96) || (b1 >= 0x98 && b1 <= 0x9E))) ||
+           (b == 0xD0 && b1 >= 0x80 && b1 <= 0xAF);
+}
+
+static inline int k3_lat_lo_at(uint8_t b, uint8_t b1)
+{
+    return (b == 0xC3 && b1 >= 0x9F && b1 <= 0xBF && b1 != 0xB7) || (b == 0xD0 && b1 >= 0xB0 && b1 <= 0xBF) ||
+           (b == 0xD1 && b1 >= 0x80 && b1 <= 0x9F);
+}
+
+static inline struct k3_lat_blk k3_lat16_scalar(const uint8_t *p)
+{
+    struct k3_lat_blk r = {0, 0};
+    for (int i = 0; i < 16; i++) {
+        r.up |= (uint32_t)k3_lat_up_at(p[i], p[i + 1]) << i;
+        r.lo |= (uint32_t)k3_lat_lo_at(p[i], p[i + 1]) << i;
+    }
+    return r;
+}
+
 static inline struct k3_utf8_blk k3_utf8_blk16_scalar(const uint8_t *p)
 {
     struct k3_utf8_blk r = {0, 0, 0, 0, 0, 0};
@@ -295,6 +325,28 @@ K3_SIMD_INLINE uint32_t k3_punct16(const uint8_t *p)
 #undef K3_B
 }
 
+K3_SIMD_INLINE struct k3_lat_blk k3_lat16(const uint8_t *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i v1 = _mm_loadu_si128((const __m128i *)(p + 1));
+#define K3_B(x) _mm_set1_epi8((char)(x))
+#define K3_EQ(x, c) _mm_cmpeq_epi8(x, K3_B(c))
+#define K3_IN(x, lo, hi) _mm_and_si128(_mm_cmpeq_epi8(_mm_max_epu8(x, K3_B(lo)), x), _mm_cmpeq_epi8(_mm_min_epu8(x, K3_B(hi)), x))
+    __m128i c3 = K3_EQ(v, 0xC3), d0 = K3_EQ(v, 0xD0);
+    __m128i up = _mm_or_si128(_mm_and_si128(c3, _mm_or_si128(K3_IN(v1, 0x80, 0x96), K3_IN(v1, 0x98, 0x9E))),
+                              _mm_and_si128(d0, K3_IN(v1, 0x80, 0xAF)));
+    __m128i lo = _mm_or_si128(_mm_and_si128(c3, _mm_andnot_si128(K3_EQ(v1, 0xB7), K3_IN(v1, 0x9F, 0xBF))),
+                              _mm_or_si128(_mm_and_si128(d0, K3_IN(v1, 0xB0, 0xBF)),
+                                           _mm_and_si128(K3_EQ(v, 0xD1), K3_IN(v1, 0x80, 0x9F))));
+    struct k3_lat_blk r;
+    r.up = (uint32_t)_mm_movemask_epi8(up);
+    r.lo = (uint32_t)_mm_movemask_epi8(lo);
+#undef K3_IN
+#undef K3_EQ
+#undef K3_B
+    return r;
+}
+
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
@@ -432,6 +484,25 @@ K3_SIMD_INLINE uint32_t k3_punct16(const uint8_t *p)
 #undef K3_B
 }
 
+K3_SIMD_INLINE struct k3_lat_blk k3_lat16(const uint8_t *p)
+{
+    uint8x16_t v = vld1q_u8(p), v1 = vld1q_u8(p + 1);
+#define K3_B(x) vdupq_n_u8(x)
+#define K3_IN(x, lo, hi) vandq_u8(vcgeq_u8(x, K3_B(lo)), vcleq_u8(x, K3_B(hi)))
+    uint8x16_t c3 = vceqq_u8(v, K3_B(0xC3)), d0 = vceqq_u8(v, K3_B(0xD0));
+    uint8x16_t up = vorrq_u8(vandq_u8(c3, vorrq_u8(K3_IN(v1, 0x80, 0x96), K3_IN(v1, 0x98, 0x9E))),
+                             vandq_u8(d0, K3_IN(v1, 0x80, 0xAF)));
+    uint8x16_t lo = vorrq_u8(vandq_u8(c3, vbicq_u8(K3_IN(v1, 0x9F, 0xBF), vceqq_u8(v1, K3_B(0xB7)))),
+                             vorrq_u8(vandq_u8(d0, K3_IN(v1, 0xB0, 0xBF)),
+                                      vandq_u8(vceqq_u8(v, K3_B(0xD1)), K3_IN(v1, 0x80, 0x9F))));
+    struct k3_lat_blk r;
+    r.up = k3_neon_mask(up);
+    r.lo = k3_neon_mask(lo);
+#undef K3_IN
+#undef K3_B
+    return r;
+}
+
 static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     uint8x16_t v = vld1q_u8(p);
@@ -478,6 +549,7 @@ static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo) { 
 static inline struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p) { return k3_ascii_cls16_scalar(p); }
 static inline struct k3_cjk_blk k3_cjk16(const uint8_t *p) { return k3_cjk16_scalar(p); }
 static inline uint32_t k3_punct16(const uint8_t *p) { return k3_punct16_scalar(p); }
+static inline struct k3_lat_blk k3_lat16(const uint8_t *p) { return k3_lat16_scalar(p); }
 #endif
 
 /* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */

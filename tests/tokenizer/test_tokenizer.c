@@ -161,7 +161,7 @@ static void test_simd_blocks(void)
     }
     CHECK_MSG(bad == 0, "%d blocks classified differently by %s and the byte loop", bad, K3_BLK_SIMD);
     /* the CJK run masks (pretok.c), on blocks dense in the bytes their ranges end at */
-    static const uint8_t cjk_hot[] = {0x80, 0x81, 0x82, 0x83, 0x84, 0x87, 0x88, 0x8F, 0x90, 0x91, 0x92,
+    static const uint8_t cjk_hot[] = {0xC3, 0xD0, 0xD1, 0x9F, 0xAF, 0xB0, 0xB6, 0xBE, 0x80, 0x81, 0x82, 0x83, 0x84, 0x87, 0x88, 0x8F, 0x90, 0x91, 0x92,
                                       0x93, 0x95, 0x96, 0x97, 0x99, 0x9A, 0x9D, 0x9E, 0xA0, 0xA1, 0xA7,
                                       0xA8, 0xAF, 0xB0, 0xB7, 0xB8, 0xBA, 0xBB, 0xBC, 0xBF, 0xE2, 0xE3,
                                       0xE4, 0xE5, 0xE9, 0xEA, 0xEB, 0xEC, 0xED, 0xEE, 0xEF, 0x41};
@@ -170,10 +170,12 @@ static void test_simd_blocks(void)
         for (int i = 0; i < 18; i++)
             buf[i] = k & 1 ? (uint8_t)rnd() : cjk_hot[rnd() % sizeof cjk_hot];
         struct k3_cjk_blk a = k3_cjk16(buf), b = k3_cjk16_scalar(buf);
-        bad += a.han != b.han || a.both != b.both || k3_punct16(buf) != k3_punct16_scalar(buf);
+        struct k3_lat_blk l = k3_lat16(buf), ls = k3_lat16_scalar(buf);
+        bad += a.han != b.han || a.both != b.both || k3_punct16(buf) != k3_punct16_scalar(buf) || l.up != ls.up ||
+               l.lo != ls.lo;
     }
     CHECK_MSG(bad == 0, "%d blocks with CJK masks differing between %s and the byte loop", bad, K3_BLK_SIMD);
-    int wrong = 0, n_han = 0, n_both = 0, n_punct = 0;
+    int wrong = 0, n_han = 0, n_both = 0, n_punct = 0, n_lat = 0;
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         if (cp >= 0xD800 && cp < 0xE000) continue;
         uint8_t u[4] = {0};
@@ -186,6 +188,12 @@ static void test_simd_blocks(void)
             u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
             u[2] = (uint8_t)(0x80 | (cp >> 6 & 63));
         wrong += k3_blk_space_at(u[0], u[1], u[2]) != !!(k3_uc_flags(cp) & K3_UC_PYSPACE);
+        if (cp >= 0x80 && cp < 0x800) { /* the 2-byte letter masks too */
+            unsigned f = k3_uc_flags(cp);
+            int lu = k3_lat_up_at(u[0], u[1]), ll = k3_lat_lo_at(u[0], u[1]);
+            wrong += (lu && f != (K3_UC_UP | K3_UC_L)) || (ll && f != (K3_UC_LO | K3_UC_L));
+            n_lat += lu + ll;
+        }
         if (cp >= 0x800 && cp < 0x10000) { /* a CJK run mask set only where the table agrees */
             unsigned f = k3_uc_flags(cp);
             int han = k3_cjk_han_at(u[0], u[1]), both = k3_cjk_both_at(u[0], u[1], u[2]);
@@ -197,9 +205,10 @@ static void test_simd_blocks(void)
             n_punct += punct;
         }
     }
-    CHECK_MSG(wrong == 0, "%d code points with the wrong isspace() or CJK run class in unicode_simd.h", wrong);
-    CHECK_MSG(n_han == 0x9FFF - 0x4E00 + 1 && n_both == 11136 + 86 + 94 && n_punct == 21 + 3 + 10 + 15 + 7,
-              "CJK masks cover %d Han, %d Hangul/kana, %d punctuation", n_han, n_both, n_punct);
+    CHECK_MSG(wrong == 0, "%d code points with the wrong isspace(), CJK or letter class in unicode_simd.h", wrong);
+    CHECK_MSG(n_han == 0x9FFF - 0x4E00 + 1 && n_both == 11136 + 86 + 94 && n_punct == 21 + 3 + 10 + 15 + 7 &&
+              n_lat == 64 - 2 + 96,
+              "masks cover %d Han, %d Hangul/kana, %d punctuation, %d 2-byte letters", n_han, n_both, n_punct, n_lat);
 }
 
 /* The wrapper's cuts on multi-byte runs, which the 16-byte blocks count by lead bytes:
