@@ -155,9 +155,6 @@ static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uin
     return m;
 }
 
-#ifndef PAIR_BYTES
-#define PAIR_BYTES 32
-#endif
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes)
 {
     memset(c, 0, sizeof *c);
@@ -169,12 +166,6 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
     size_t sets = 16; /* the long-piece table comes on first use */
     while (sets < 4096 && sets * 2048 < text_bytes) sets *= 2;
     c->long_mask = (uint32_t)sets - 1;
-    size_t np = 1024; /* pair cache: about one entry per PAIR_BYTES bytes of text */
-    while (np < (1u << 20) && np * PAIR_BYTES < text_bytes) np *= 2;
-    c->pair_mask = (uint32_t)np - 1;
-    c->pairs = malloc(sizeof(uint64_t) * np);
-    K3_CHECK(c->pairs, "out of memory");
-    memset(c->pairs, 0xFF, sizeof(uint64_t) * np);
 }
 
 void k3_bpe_cache_free(struct k3_bpe_cache *c)
@@ -183,7 +174,6 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
         memo_free(&c->pieces);
         memo_free(&c->segs);
     }
-    free(c->pairs);
     free(c->longs);
     memset(c, 0, sizeof *c);
 }

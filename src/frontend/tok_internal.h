@@ -202,10 +202,6 @@ struct k3_memo {
     uint32_t mask8, mask16; /* set masks */
 };
 
-/* Pair lookups of the merges go through a small direct-mapped copy of the pair table's hot
- * part (a << 40 | b << 20 | rank, rank 0xFFFFF = no token; UINT64_MAX = empty): the full
- * table is megabytes, but the pairs that text keeps merging (the bytes of common CJK
- * characters, say) are few. */
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
  * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line). */
 #define K3_LONG_CACHE_BYTES 48
@@ -224,23 +220,17 @@ struct k3_bpe_cache {
     int on;                 /* 0: the vocabulary's ids do not fit the memos */
     struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
     uint32_t long_mask;
-    uint64_t *pairs;   /* [pair_mask + 1] */
-    uint32_t pair_mask;
 };
 
+/* Pair lookups of the merges go straight to the vocabulary's pair filter and table: the filter
+ * (L2) answers most of them, those that find no token. A per-call direct-mapped copy of the
+ * pairs looked up (1 MiB for a 1M-token text) cost more in cache misses than it saved
+ * (measured: long_10k 0.19 -> 0.16 ms, long_1m 31 -> 29 ms without it). c is unused. */
 static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
                                                uint32_t a, uint32_t b)
 {
-    if (!c) return k3_tok_pair_rank(t, a, b);
-    uint64_t key = (uint64_t)a << 20 | b;
-    uint64_t *e = &c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & c->pair_mask];
-    if (*e >> 20 == key) {
-        uint32_t r = (uint32_t)*e & 0xFFFFF;
-        return r == 0xFFFFF ? K3_TOK_NONE : r;
-    }
-    uint32_t r = k3_tok_pair_rank(t, a, b);
-    *e = key << 20 | (r == K3_TOK_NONE ? 0xFFFFF : r);
-    return r;
+    (void)c;
+    return k3_tok_pair_rank(t, a, b);
 }
 
 /* Prefetch hints (a GCC/Clang builtin on every target; a no-op elsewhere): BPE of a piece
@@ -255,10 +245,11 @@ static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3
 static inline void k3_tok_pair_prefetch(const struct k3_tok *t, const struct k3_bpe_cache *c,
                                         uint32_t a, uint32_t b)
 {
+    (void)c;
     uint64_t key = (uint64_t)a << 20 | b;
-    K3_PREFETCH(&t->pairs[(uint32_t)(k3_tok_mix(key * 0x9E3779B97F4A7C15ull)) & t->pair_mask]);
-    if (c)
-        K3_PREFETCH(&c->pairs[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & c->pair_mask]);
+    uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull);
+    K3_PREFETCH(&t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)]);
+    K3_PREFETCH(&t->pairs[(uint32_t)hm & t->pair_mask]);
 }
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
