@@ -274,7 +274,7 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
  * any number of parts by a heap; a piece from its single bytes; a multi-byte piece
  * characters first (bpe_chars.c). */
 #define K3_BPE_SHORT 128        /* longest piece for the linear scan; above it the heap wins */
-#define K3_MERGE_LINEAR_MAX 24  /* most parts for the linear-scan merge; the heap above */
+#define K3_MERGE_LINEAR_MAX 40  /* most parts for the linear-scan merge; the heap above */
 size_t k3_bpe_merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
                            uint32_t *rk, size_t m, int32_t *out);
 size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
