@@ -4,24 +4,35 @@
  *
  * In text of multi-byte characters (CJK above all) most merges happen inside characters:
  * three bytes of a Han character take two merges to become its token. Starting the merge
- * from whole characters saves them, and it is exact for the characters that qualify:
- *   C(X) = the highest rank merged when X's bytes alone merge into X's single token;
- *   R    = the lowest rank of any merge that can cross a character boundary in this piece:
- *          a pair of adjacent whole characters, or a token that spans a boundary X|Y without
- *          X and Y whole in it (split_rank: the lowest rank of such tokens per byte pair);
- *   X starts whole iff it is a single token and C(X) < R; the rest start as bytes.
- * Why: the first merge across a boundary has rank >= R. Until it happens every character
- * merges alone, exactly as in isolation; a qualifying X is whole by then, because while it
- * is partial its next inner merge (rank <= C(X) < R) is available and lower. Merges inside
- * X commute with everything before that first crossing merge, so doing them first changes
- * nothing; the others start as bytes and merge in the same rank order as before. The
- * differential tests against tiktoken hold this to every id.
+ * from whole characters saves them, and it is exact for the characters that qualify.
+ *   C(X)    = the highest rank merged when X's bytes alone merge into X's single token;
+ *   S(W|X)  = the lowest rank of a token that spans the boundary W|X without W and X whole
+ *             in it (split_rank of the two bytes at the boundary);
+ *   B(W|X)  = the lowest rank of a token of whole characters that holds W X adjacent
+ *             (bigram_rank; NONE at the piece's ends and at a cut).
+ * In bpe_chars_core, X starts whole iff it is a single token and C(X) is below S and B at
+ * both its boundaries; the rest start as bytes. Why (P: the byte merge of the piece, P': the
+ * merge from these parts):
+ *   - In P, X is whole before any merge joins its bytes to others. While X is partial, its
+ *     next merge in isolation (rank <= C(X)) is available, so every merge P makes meanwhile
+ *     has a rank <= C(X); one joining part of X to outside bytes would make a token spanning
+ *     a boundary of X with X not whole, rank >= S > C(X). So P merges X's bytes as X alone
+ *     does, and touches nothing else of X while X is partial.
+ *   - P' makes P's other merges in P's order. The pairs P' has and P has not are a whole X
+ *     (partial in P) with its neighbour part A: A + X spans X's boundary, either not of
+ *     whole characters (rank >= S) or of whole characters with W X adjacent (rank >= B),
+ *     so no token or above C(X) >= P's choice. The pairs P has and P' has not (inside a
+ *     partial X, or a partial X with a neighbour: rank >= S) are never P's choice but X's
+ *     own merges. When P ends every qualifying X is whole in it, and the parts agree.
+ * bigram_rank keeps only the pairs whose B is at most the larger C of the two (about 300 of
+ * 58,000); for the others B is above both C, which the test treats as NONE.
  *
- * Two shortcuts follow from it. When the split ranks alone already put R at or below every
- * multi-byte character's C(X) (a space before a Cyrillic word: " \xD0" is an early token),
- * no character starts whole whatever the pairs' ranks: the piece is a byte merge, and the
- * pair lookups are skipped. A segment (see k3_bpe_chars) of two or three characters that
- * all start whole merges from its one or two pair ranks directly. */
+ * whole_few (segments of two or three characters) uses the first form of the argument:
+ * R = the lowest rank of any merge that can cross a boundary of the segment (S, and the
+ * ranks of adjacent whole characters as pairs); X starts whole iff it is a single token and
+ * C(X) < R, because the first merge across a boundary has rank >= R and until then every
+ * character merges alone. Both forms are exact; the differential tests against tiktoken
+ * hold them to every id. */
 #include "frontend/tok_internal.h"
 #include "frontend/bpe_memo.h"
 #include "frontend/unicode.h"
@@ -57,44 +68,30 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
                              size_t n, size_t k, const uint32_t *cps, const uint8_t *len,
                              int32_t *out)
 {
+    /* info[j]: char_info of character j; sp[j], bm[j]: S and B at the boundary before it */
     uint64_t info[K3_BPE_SHORT];
-    /* low: the lowest C(X) of a multi-byte single-token X (a one-byte X is whole either way) */
-    uint32_t R = K3_TOK_NONE, low = K3_TOK_NONE;
+    uint32_t sp[K3_BPE_SHORT + 1], bm[K3_BPE_SHORT + 1];
+    sp[0] = bm[0] = sp[k] = bm[k] = K3_TOK_NONE;
     for (size_t j = 0, i = 0; j < k; j++) {
         info[j] = cps[j] < 65536 ? t->char_info[cps[j]] : k3_bpe_char_info(t, s + i, len[j]);
-        uint32_t cx = info[j] >> 32 && len[j] > 1 ? (uint32_t)info[j] : K3_TOK_NONE;
-        low = cx < low ? cx : low;
-        if (j) {
-            uint32_t split = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
-            R = split < R ? split : R;
-        }
+        if (j) sp[j] = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
         i += len[j];
     }
-    /* No character can start whole (a token spans a boundary partially with a rank below
-     * every C(X): a space before Cyrillic, say): the pairs cannot change that. */
-    if (R <= low) return k3_bpe_bytes(t, c, s, n, out);
-    /* Two passes, so that the table misses of the pair lookups overlap (prefetches). */
     for (size_t j = 1; j < k; j++) {
+        bm[j] = k3_tok_bigram_rank(t, cps[j - 1], cps[j]);
         uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
-        if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1);
+        if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1); /* the misses overlap */
     }
-    uint32_t pr[K3_BPE_SHORT]; /* pr[j]: rank of the pair of whole characters j - 1, j */
-    for (size_t j = 1; j < k; j++) {
-        uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
-        pr[j] = a && b ? k3_tok_pair_rank_cached(t, c, a - 1, b - 1) : K3_TOK_NONE;
-        if (pr[j] < R) R = pr[j];
-    }
-    /* The parts, and the ranks of adjacent parts: two whole characters from pr, two bytes
-     * from the byte-pair table, a whole character next to a byte through the pair cache. */
+    /* The parts, and the ranks of adjacent parts: two bytes from the byte-pair table, the
+     * others through the pair cache. */
     uint32_t tok[K3_BPE_SHORT], rk[K3_BPE_SHORT];
     size_t m = 0, i = 0;
     int prev_whole = 0;
     for (size_t j = 0; j < k; j++) {
-        uint32_t whole = (uint32_t)(info[j] >> 32);
-        if (whole && (uint32_t)info[j] < R) {
+        uint32_t whole = (uint32_t)(info[j] >> 32), cx = (uint32_t)info[j];
+        if (whole && cx < sp[j] && cx < sp[j + 1] && cx < bm[j] && cx < bm[j + 1]) {
             tok[m] = whole - 1;
-            if (m)
-                rk[m - 1] = prev_whole ? pr[j] : k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m]);
+            if (m) rk[m - 1] = k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m]);
             m++;
             prev_whole = 1;
         } else {
@@ -114,7 +111,7 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
 }
 
 /* A segment of two or three characters that all start whole (C(X) < R, the segment's R: the
- * header's argument, as in bpe_chars_core): its merge from the one or two pair ranks, which
+ * header's first form of the argument): its merge from the one or two pair ranks, which
  * costs less than a probe of the segment memo (-3% on CJK text). 0 when a character would
  * start as bytes: the caller merges the segment the general way. */
 #if defined(__GNUC__) || defined(__clang__)

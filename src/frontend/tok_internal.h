@@ -60,6 +60,12 @@ struct k3_tok {
     /* Blocked Bloom filter of the pairs of adjacent characters (X, Y) inside tokens that are
      * whole characters (bpe.c: a boundary X|Y that no token spans is never merged across). */
     uint64_t *bigram_filter;     /* [K3_BIGRAM_WORDS] */
+    /* Of those pairs, the ones a whole-character token of a low rank holds adjacent: the
+     * lowest rank of such a token, kept only when it is at most the larger C(X) of the two
+     * (bpe_chars.c: otherwise it cannot keep either from starting whole). About 300 pairs,
+     * x << 41 | y << 20 | rank, open addressing, UINT64_MAX = empty. */
+    uint64_t *bigram_rank;
+    uint32_t bigram_rank_mask;
 
     /* Specials by name: all start with '<' or '[' and end at the first '>' or ']'
      * (checked at load), so a candidate is found by one hash probe. */
@@ -162,6 +168,19 @@ static inline int k3_tok_bigram_maybe(const struct k3_tok *t, uint32_t x, uint32
 static inline uint64_t k3_tok_pair_filter_bits(uint64_t hm)
 {
     return 1ull << (hm & 63) | 1ull << (hm >> 6 & 63) | 1ull << (hm >> 12 & 63);
+}
+
+/* The bigram_rank entry of the characters x y, or K3_TOK_NONE. */
+static inline uint32_t k3_tok_bigram_rank(const struct k3_tok *t, uint32_t x, uint32_t y)
+{
+    uint64_t key = (uint64_t)x << 21 | y;
+    uint32_t i = (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->bigram_rank_mask;
+    for (;;) {
+        uint64_t e = t->bigram_rank[i];
+        if (e >> 20 == key) return (uint32_t)e & 0xFFFFF;
+        if (e == UINT64_MAX) return K3_TOK_NONE;
+        i = (i + 1) & t->bigram_rank_mask;
+    }
 }
 
 static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint32_t b)

@@ -318,17 +318,46 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
      * tokens that split_rank skipped). */
     t->bigram_filter = calloc(K3_BIGRAM_WORDS, sizeof(uint64_t));
     if (!t->bigram_filter) return k3_err_set(err, "out of memory");
+    t->bigram_rank_mask = (1u << 10) - 1; /* 8 KiB: about 300 pairs for the Kimi vocabulary */
+    t->bigram_rank = malloc(((size_t)t->bigram_rank_mask + 1) * sizeof(uint64_t));
+    if (!t->bigram_rank) return k3_err_set(err, "out of memory");
+    memset(t->bigram_rank, 0xFF, ((size_t)t->bigram_rank_mask + 1) * sizeof(uint64_t));
+    size_t n_block = 0;
     for (uint32_t r = 0; r < n; r++) {
         const uint8_t *s = t->bytes + t->off[r];
         size_t len = t->off[r + 1] - t->off[r];
         if (len < 2 || (s[0] & 0xC0) == 0x80 || k3_utf8_valid_prefix(s, len) != len) continue;
-        int l;
+        int l, pl;
         uint32_t prev = k3_utf8_decode(s, &l);
+        pl = l;
         for (size_t j = (size_t)l; j < len; j += (size_t)l) {
             uint32_t cp = k3_utf8_decode(s + j, &l);
             uint64_t h = k3_tok_bigram_hash(prev, cp);
             t->bigram_filter[h & (K3_BIGRAM_WORDS - 1)] |= 1ull << (h >> 32 & 63) | 1ull << (h >> 40 & 63);
+            /* bigram_rank keeps the pair only when its rank can stop one of the two characters
+             * from starting whole: rank <= the larger C(X) (about 300 pairs) */
+            uint32_t cmax = 0;
+            for (int side = 0; side < 2; side++) {
+                size_t at = side ? j : j - (size_t)pl;
+                uint32_t x = side ? cp : prev;
+                uint64_t inf = x < 65536 ? t->char_info[x]
+                                         : k3_bpe_char_info(t, s + at, (size_t)(side ? l : pl));
+                if (inf >> 32 && (uint32_t)inf > cmax) cmax = (uint32_t)inf;
+            }
+            if (r <= cmax) {
+                uint64_t key = (uint64_t)prev << 21 | cp;
+                uint32_t i =
+                    (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->bigram_rank_mask;
+                while (t->bigram_rank[i] != UINT64_MAX && t->bigram_rank[i] >> 20 != key)
+                    i = (i + 1) & t->bigram_rank_mask;
+                if (t->bigram_rank[i] == UINT64_MAX) { /* ranks rise: the first is the lowest */
+                    if (++n_block * 2 > (size_t)t->bigram_rank_mask + 1)
+                        return k3_err_set(err, "%s: too many low-rank character pairs", path);
+                    t->bigram_rank[i] = key << 20 | r;
+                }
+            }
             prev = cp;
+            pl = l;
         }
     }
     return 0;
@@ -667,6 +696,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->char_info);
     free(t->split_rank);
     free(t->bigram_filter);
+    free(t->bigram_rank);
     free(t->pair_filter);
     free(t->spec_slots);
     free(t);

@@ -424,6 +424,81 @@ static void test_bpe_paths(void)
     free(ref);
 }
 
+/* The UTF-8 bytes of code point c at o; their count. */
+static size_t utf8_put(uint8_t *o, uint32_t c)
+{
+    if (c < 0x80) return o[0] = (uint8_t)c, 1;
+    if (c < 0x800) return o[0] = (uint8_t)(0xC0 | c >> 6), o[1] = (uint8_t)(0x80 | (c & 63)), 2;
+    if (c < 0x10000)
+        return o[0] = (uint8_t)(0xE0 | c >> 12), o[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
+               o[2] = (uint8_t)(0x80 | (c & 63)), 3;
+    return o[0] = (uint8_t)(0xF0 | c >> 18), o[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
+           o[2] = (uint8_t)(0x80 | (c >> 6 & 63)), o[3] = (uint8_t)(0x80 | (c & 63)), 4;
+}
+
+/* Multi-byte pieces (bpe_chars.c: characters first, segment cuts, the segment memo) against
+ * the reference merge: short words of Cyrillic, Greek, Latin-1, Hangul, kana and Han letters,
+ * with and without a leading space (a low-rank token spans the space and a lead byte), one
+ * script or mixed, without a cache and through one per-call cache that sees them all. */
+static void test_bpe_multibyte(void)
+{
+    static const char *units[] = {
+        "\xD0\xBF", "\xD1\x80", "\xD0\xBE", "\xD0\xB3", "\xD0\xB0", "\xD0\x9C",       /* п р о г а М */
+        "\xCE\xB1", "\xCE\xBB", "\xCF\x89", "\xC3\xA9", "\xC3\xBC", "\xC3\x9F",       /* α λ ω é ü ß */
+        "\xED\x95\x9C", "\xEA\xB5\xAD", "\xEC\x96\xB4", "\xEB\x8A\x94",             /* 한 국 어 는 */
+        "\xE3\x81\x82", "\xE3\x81\x97", "\xE3\x82\xAB", "\xE3\x83\xBC",             /* あ し カ ー */
+        "\xE4\xB8\xAD", "\xE6\x96\x87", "\xE7\x9A\x84", "\xE5\xAD\xA6", "\xE4\xBA\xBA"}; /* 中 文 的 学 人 */
+    enum { N_UNITS = sizeof units / sizeof units[0] };
+    int32_t fast[512], ref[512], cached[512];
+    uint8_t buf[256];
+    struct k3_bpe_cache cache;
+    k3_bpe_cache_init(tok, &cache, 1 << 20);
+    int bad = 0, n_cases = 0;
+    for (int k = 0; k < 30000; k++) {
+        size_t n = 0, chars = 1 + rnd() % 16;
+        if (k % 2) buf[n++] = ' ';
+        size_t lo = k % 5 == 4 ? 0 : (size_t)(k % 5) * 5, span = k % 5 == 4 ? N_UNITS : 6;
+        for (size_t c = 0; c < chars; c++) {
+            const char *u = units[(lo + rnd() % span) % N_UNITS];
+            memcpy(buf + n, u, strlen(u));
+            n += strlen(u);
+        }
+        size_t nr = k3_bpe_piece_ref(tok, buf, n, ref);
+        size_t nf = k3_bpe_piece(tok, buf, n, n, NULL, fast);
+        size_t nc = k3_bpe_piece(tok, buf, n, n, &cache, cached);
+        bad += nf != nr || memcmp(fast, ref, nf * 4) || nc != nr || memcmp(cached, ref, nc * 4);
+        n_cases++;
+    }
+    /* Every character pair of bigram_rank (a low-rank token holds it whole and adjacent: it
+     * can stop a character from starting whole), alone, after a space and between neighbours
+     * of its own characters. */
+    int n_pairs = 0;
+    for (uint32_t e = 0; e <= tok->bigram_rank_mask; e++) {
+        uint64_t v = tok->bigram_rank[e];
+        if (v == UINT64_MAX) continue;
+        uint32_t cp[2] = {(uint32_t)(v >> 41), (uint32_t)(v >> 20) & 0x1FFFFF};
+        n_pairs++;
+        for (int form = 0; form < 8; form++) {
+            size_t n = 0;
+            if (form & 1) buf[n++] = ' ';
+            uint32_t seq[4], ns = 0;
+            if (form & 2) seq[ns++] = cp[1];
+            seq[ns++] = cp[0];
+            seq[ns++] = cp[1];
+            if (form & 4) seq[ns++] = cp[0];
+            for (uint32_t q = 0; q < ns; q++) n += utf8_put(buf + n, seq[q]);
+            size_t nr = k3_bpe_piece_ref(tok, buf, n, ref);
+            size_t nf = k3_bpe_piece(tok, buf, n, n, NULL, fast);
+            size_t nc = k3_bpe_piece(tok, buf, n, n, &cache, cached);
+            bad += nf != nr || memcmp(fast, ref, nf * 4) || nc != nr || memcmp(cached, ref, nc * 4);
+            n_cases++;
+        }
+    }
+    k3_bpe_cache_free(&cache);
+    CHECK_MSG(n_pairs > 100, "bigram_rank holds %d pairs", n_pairs);
+    CHECK_MSG(bad == 0, "%d of %d multi-byte pieces differ from the reference merge", bad, n_cases);
+}
+
 /* Threads give the ids of one thread, on text with and without safe cut points. */
 static void test_threads(void)
 {
@@ -609,6 +684,7 @@ int main(void)
     test_cuts_random();
     test_utf8_blocks();
     test_bpe_paths();
+    test_bpe_multibyte();
     test_threads();
     test_decode();
     test_invalid_input();
