@@ -140,8 +140,9 @@ void k3_tok_ids_free(struct k3_tok_ids *v)
 /* ---- ordinary text ------------------------------------------------------------------ */
 
 /* s[0..n) is one ordinary segment; end is the end of the readable buffer (>= s + n).
- * The scanner hands over pieces in batches (one call per batch, not per piece). */
-#define PIECE_BATCH 64
+ * The scanner hands over pieces in batches (one call per batch, not per piece); it decides
+ * 64-byte windows at once and a batch's end cuts a window short, so batches are long. */
+#define PIECE_BATCH 256
 static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
                             struct k3_bpe_cache *cache, struct k3_tok_ids *out)
 {
