@@ -28,8 +28,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-size_t k3_bpe_merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
-                           uint32_t *rk, size_t m, int32_t *out)
+size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out)
 {
     while (m > 1) {
         /* the lowest (rank, position), without a branch per pair (ranks are unpredictable) */
@@ -44,21 +43,20 @@ size_t k3_bpe_merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint3
         tok[bi] = r;
         for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1], rk[i] = rk[i + 1];
         m--;
-        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank_cached(t, c, tok[bi], tok[bi + 1]);
-        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank_cached(t, c, tok[bi - 1], tok[bi]);
+        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank(t, tok[bi], tok[bi + 1]);
+        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank(t, tok[bi - 1], tok[bi]);
     }
     for (size_t i = 0; i < m; i++) out[i] = (int32_t)tok[i];
     return m;
 }
 
-size_t k3_bpe_bytes(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int32_t *out)
+size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
 {
     uint32_t tok[K3_BPE_SHORT], rk[K3_BPE_SHORT];
     for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    if (n > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, c, tok, n, out);
+    if (n > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, tok, n, out);
     for (size_t i = 0; i + 1 < n; i++) rk[i] = t->byte_pairs[s[i] << 8 | s[i + 1]];
-    return k3_bpe_merge_linear(t, c, tok, rk, n, out);
+    return k3_bpe_merge_linear(t, tok, rk, n, out);
 }
 
 /* Min-heap of (rank << 32 | position): the lowest rank first, then the leftmost. */
@@ -90,8 +88,7 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
     return top;
 }
 
-size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
-                         size_t n, int32_t *out)
+size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out)
 {
     /* next/prev link the live parts. Up to BPE_STACK parts (all but pathological pieces)
      * work on the stack. At most 2n - 2 heap entries are live: each merge pops one and pushes
@@ -110,7 +107,7 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const u
         prev[i] = (uint32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = k3_tok_pair_rank_cached(t, c, tok[i], tok[i + 1]);
+        uint32_t r = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
         if (r != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r << 32 | i);
     }
     while (nh) {
@@ -118,19 +115,19 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const u
         uint32_t r = (uint32_t)(top >> 32), i = (uint32_t)top;
         uint32_t j = next[i];
         /* Stale entry: i was merged away (tok = NONE), or its pair is no longer rank r. */
-        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank_cached(t, c, tok[i], tok[j]) != r)
+        if (tok[i] == K3_TOK_NONE || j >= n || k3_tok_pair_rank(t, tok[i], tok[j]) != r)
             continue;
         tok[i] = r;
         tok[j] = K3_TOK_NONE;
         next[i] = next[j];
         if (next[j] < n) prev[next[j]] = i;
         if (next[i] < n) {
-            uint32_t r2 = k3_tok_pair_rank_cached(t, c, tok[i], tok[next[i]]);
+            uint32_t r2 = k3_tok_pair_rank(t, tok[i], tok[next[i]]);
             if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | i);
         }
         if (i > 0) {
             uint32_t p = prev[i];
-            uint32_t r2 = k3_tok_pair_rank_cached(t, c, tok[p], tok[i]);
+            uint32_t r2 = k3_tok_pair_rank(t, tok[p], tok[i]);
             if (r2 != K3_TOK_NONE) heap_push(heap, &nh, (uint64_t)r2 << 32 | p);
         }
     }
@@ -143,14 +140,13 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const u
     return m;
 }
 
-static size_t bpe_long(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                       int32_t *out)
+static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
 {
     uint32_t stack[BPE_STACK] = {0}; /* zeroed only to quiet -Wmaybe-uninitialized */
     uint32_t *tok = n > BPE_STACK ? malloc(sizeof(uint32_t) * n) : stack;
     K3_CHECK(tok, "out of memory in BPE of a %zu-byte piece", n);
     for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    size_t m = k3_bpe_merge_heap(t, c, tok, n, out);
+    size_t m = k3_bpe_merge_heap(t, tok, n, out);
     if (tok != stack) free(tok);
     return m;
 }
@@ -189,10 +185,10 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
             return 1;
         }
     }
-    if (n > K3_BPE_SHORT) return bpe_long(t, c, s, n, out);
+    if (n > K3_BPE_SHORT) return bpe_long(t, s, n, out);
     for (size_t i = 0; i < n; i++)
         if (s[i] >= 0x80) return k3_bpe_chars(t, c, s, n, out);
-    return k3_bpe_bytes(t, c, s, n, out);
+    return k3_bpe_bytes(t, s, n, out);
 }
 
 /* Pieces of 3+ bytes that no shortcut in k3_bpe_piece decided (kept out of line, so that

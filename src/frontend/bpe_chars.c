@@ -80,7 +80,7 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
     for (size_t j = 1; j < k; j++) {
         bm[j] = k3_tok_bigram_rank(t, cps[j - 1], cps[j]);
         uint32_t a = (uint32_t)(info[j - 1] >> 32), b = (uint32_t)(info[j] >> 32);
-        if (a && b) k3_tok_pair_prefetch(t, c, a - 1, b - 1); /* the misses overlap */
+        if (a && b) k3_tok_pair_prefetch(t, a - 1, b - 1); /* the misses overlap */
     }
     /* The parts, and the ranks of adjacent parts: two bytes from the byte-pair table, the
      * others through the pair cache. */
@@ -91,7 +91,7 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
         uint32_t whole = (uint32_t)(info[j] >> 32), cx = (uint32_t)info[j];
         if (whole && cx < sp[j] && cx < sp[j + 1] && cx < bm[j] && cx < bm[j + 1]) {
             tok[m] = whole - 1;
-            if (m) rk[m - 1] = k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m]);
+            if (m) rk[m - 1] = k3_tok_pair_rank(t, tok[m - 1], tok[m]);
             m++;
             prev_whole = 1;
         } else {
@@ -99,15 +99,15 @@ static size_t bpe_chars_core(const struct k3_tok *t, struct k3_bpe_cache *c, con
                 const uint8_t *p = s + i + b;
                 tok[m] = t->byte_rank[p[0]];
                 if (m)
-                    rk[m - 1] = prev_whole ? k3_tok_pair_rank_cached(t, c, tok[m - 1], tok[m])
+                    rk[m - 1] = prev_whole ? k3_tok_pair_rank(t, tok[m - 1], tok[m])
                                            : t->byte_pairs[(uint32_t)p[-1] << 8 | p[0]];
                 prev_whole = 0;
             }
         }
         i += len[j];
     }
-    if (m > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, c, tok, m, out);
-    return k3_bpe_merge_linear(t, c, tok, rk, m, out);
+    if (m > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, tok, m, out);
+    return k3_bpe_merge_linear(t, tok, rk, m, out);
 }
 
 /* A segment of two or three characters that all start whole (C(X) < R, the segment's R: the
@@ -132,7 +132,7 @@ static inline size_t whole_few(const struct k3_tok *t, struct k3_bpe_cache *c,
     for (size_t j = 0, i = 0; j + 1 < k; j++) {
         i += len[j];
         uint32_t split = t->split_rank[(uint32_t)s[i - 1] << 8 | s[i]];
-        r[j] = k3_tok_pair_rank_cached(t, c, x[j], x[j + 1]);
+        r[j] = k3_tok_pair_rank(t, x[j], x[j + 1]);
         R = split < R ? split : R;
         R = r[j] < R ? r[j] : R;
     }
@@ -152,7 +152,7 @@ static inline size_t whole_few(const struct k3_tok *t, struct k3_bpe_cache *c,
     }
     /* the lower pair merges first (the left one on a tie), then maybe the result and the third */
     uint32_t a = r[0] <= r[1] ? r[0] : x[0], b = r[0] <= r[1] ? x[2] : r[1];
-    uint32_t ab = k3_tok_pair_rank_cached(t, c, a, b);
+    uint32_t ab = k3_tok_pair_rank(t, a, b);
     if (ab != K3_TOK_NONE) {
         out[0] = (int32_t)ab;
         return 1;
@@ -224,7 +224,7 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
             l = 2;
         } else {
             int cl = k3_utf8_check(s + i, n - i), dl;
-            if (cl <= 0) return k3_bpe_bytes(t, c, s, n, out); /* not UTF-8: only tests send that */
+            if (cl <= 0) return k3_bpe_bytes(t, s, n, out); /* not UTF-8: only tests send that */
             cp = k3_utf8_decode(s + i, &dl);
             l = (size_t)cl;
         }

@@ -241,17 +241,6 @@ struct k3_bpe_cache {
     uint32_t long_mask;
 };
 
-/* Pair lookups of the merges go straight to the vocabulary's pair filter and table: the filter
- * (L2) answers most of them, those that find no token. A per-call direct-mapped copy of the
- * pairs looked up (1 MiB for a 1M-token text) cost more in cache misses than it saved
- * (measured: long_10k 0.19 -> 0.16 ms, long_1m 31 -> 29 ms without it). c is unused. */
-static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3_bpe_cache *c,
-                                               uint32_t a, uint32_t b)
-{
-    (void)c;
-    return k3_tok_pair_rank(t, a, b);
-}
-
 /* Prefetch hints (a GCC/Clang builtin on every target; a no-op elsewhere): BPE of a piece
  * looks up many independent pairs, each a likely cache miss in the big tables; touching
  * them all first lets the misses overlap instead of running one after another. */
@@ -261,10 +250,11 @@ static inline uint32_t k3_tok_pair_rank_cached(const struct k3_tok *t, struct k3
 #define K3_PREFETCH(p) ((void)(p))
 #endif
 
-static inline void k3_tok_pair_prefetch(const struct k3_tok *t, const struct k3_bpe_cache *c,
-                                        uint32_t a, uint32_t b)
+/* Pair lookups of the merges go straight to the pair filter and table (k3_tok_pair_rank): the
+ * filter, in L2, answers most of them, those that find no token. (A per-call copy of the pairs
+ * looked up, up to 1 MiB, cost more in cache misses than it saved.) This touches both early. */
+static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint32_t b)
 {
-    (void)c;
     uint64_t key = (uint64_t)a << 20 | b;
     uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull);
     K3_PREFETCH(&t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)]);
@@ -294,12 +284,9 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
  * characters first (bpe_chars.c). */
 #define K3_BPE_SHORT 128        /* longest piece for the linear scan; above it the heap wins */
 #define K3_MERGE_LINEAR_MAX 40  /* most parts for the linear-scan merge; the heap above */
-size_t k3_bpe_merge_linear(const struct k3_tok *t, struct k3_bpe_cache *c, uint32_t *tok,
-                           uint32_t *rk, size_t m, int32_t *out);
-size_t k3_bpe_merge_heap(const struct k3_tok *t, struct k3_bpe_cache *c, const uint32_t *tok0,
-                         size_t n, int32_t *out);
-size_t k3_bpe_bytes(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int32_t *out);
+size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
+size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
+size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
                     int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
