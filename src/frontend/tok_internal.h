@@ -207,7 +207,8 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
  * its length (which determine a piece of up to 16 bytes exactly):
  *   m8:  pieces of 3..8 bytes, 16-byte entries {w0, v}, a set is one 64-byte line;
  *        v = len | n_ids << 4 | id0 << 6 | id1 << 24 | id2 << 42 (up to 3 ids);
- *   m16: pieces of 9..16 bytes, 32-byte entries {w0, w1, v0, v1}, a set is two lines;
+ *   m16: pieces of 9..16 bytes, 32-byte entries {w0, w1, v0, v1}, a set is two lines (half
+ *        as many sets as m8: see memo_init);
  *        v0 = len | n_ids << 5 | id0 << 8 | id1 << 26 | id2 << 44, v1 = id3 | id4 << 18 |
  *        id5 << 36 (up to 6 ids).
  * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). v = 0 is
@@ -217,7 +218,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
 #define K3_MEMO_ID_BITS 18
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
-    uint64_t *m16;     /* [sets16 * 4 * 4] */
+    uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
     uint32_t mask8, mask16; /* set masks */
 };
 
