@@ -11,27 +11,6 @@
 
 #define ID_MASK ((1ull << K3_MEMO_ID_BITS) - 1)
 
-/* A table's first put allocates it: until then it is this empty set (mask 0), where no piece
- * matches (a piece of 3+ bytes never has length 0). Most calls never put a segment (text
- * without CJK), and a short text may never put a long piece: those skip calloc and free. */
-static uint64_t k3_memo_none[4 * K3_MEMO_WAYS];
-
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline, cold))
-#endif
-static void memo_alloc(struct k3_memo *m, int wide)
-{
-    if (wide) {
-        m->m16 = calloc((size_t)m->sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
-        K3_CHECK(m->m16, "out of memory");
-        m->mask16 = m->sets16 - 1;
-    } else {
-        m->m8 = calloc((size_t)m->sets8 * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
-        K3_CHECK(m->m8, "out of memory");
-        m->mask8 = m->sets8 - 1;
-    }
-}
-
 /* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
  * room for 6 ids. */
 static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
@@ -86,7 +65,6 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
     for (size_t i = 0; i < k && i < 6; i++) id[i] = (uint64_t)ids[i];
     if (n <= 8) {
         if (k > 3) return;
-        if (!m->mask8) memo_alloc(m, 0);
         uint64_t *set = m->m8 + (size_t)((uint32_t)(h >> 20) & m->mask8) * (2 * K3_MEMO_WAYS);
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
         set[0] = w0;
@@ -94,7 +72,6 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
         return;
     }
     if (k > 6) return;
-    if (!m->mask16) memo_alloc(m, 1);
     uint64_t *set = m->m16 + (size_t)((uint32_t)(h >> 20) & m->mask16) * (4 * K3_MEMO_WAYS);
     memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
     set[0] = w0;
@@ -113,16 +90,17 @@ static inline void memo_init(struct k3_memo *m, size_t text_bytes)
     size_t sets = 16;
     while (sets < 16384 && sets * K3_MEMO_WAYS * 64 < text_bytes) sets *= 2;
     size_t sets16 = sets > 16 ? sets / 2 : 16;
-    m->m8 = m->m16 = k3_memo_none;
-    m->mask8 = m->mask16 = 0;
-    m->sets8 = (uint32_t)sets;
-    m->sets16 = (uint32_t)sets16;
+    m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
+    m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
+    K3_CHECK(m->m8 && m->m16, "out of memory");
+    m->mask8 = (uint32_t)sets - 1;
+    m->mask16 = (uint32_t)sets16 - 1;
 }
 
 static inline void memo_free(struct k3_memo *m)
 {
-    if (m->mask8) free(m->m8);
-    if (m->mask16) free(m->m16);
+    free(m->m8);
+    free(m->m16);
     memset(m, 0, sizeof *m);
 }
 

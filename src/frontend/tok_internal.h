@@ -219,8 +219,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
     uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
-    uint32_t mask8, mask16; /* set masks; 0: not allocated yet (bpe_memo.h) */
-    uint32_t sets8, sets16; /* their sets once allocated */
+    uint32_t mask8, mask16; /* set masks */
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the

@@ -436,33 +436,6 @@ static size_t utf8_put(uint8_t *o, uint32_t c)
            o[2] = (uint8_t)(0x80 | (c >> 6 & 63)), o[3] = (uint8_t)(0x80 | (c & 63)), 4;
 }
 
-/* The memos allocate a table on its first put (bpe_memo.h): a cache for a short text starts
- * with neither table, a piece of 3..8 bytes brings m8 only, one of 9..16 bytes m16, and every
- * piece, looked up before and after, matches the reference merge. */
-static void test_bpe_memo_lazy(void)
-{
-    static const char *words[] = {" xq", " zzyzx", " qwxv", " abcdefgh", " hyperqwzk", " unbelievably",
-                                  " qxzqxzqxzqxz", "kkkkk", " the", "ing"};
-    enum { N_WORDS = sizeof words / sizeof words[0] };
-    int32_t ref[64], cached[64];
-    struct k3_bpe_cache cache;
-    k3_bpe_cache_init(tok, &cache, 300);
-    CHECK(!cache.on || (!cache.pieces.mask8 && !cache.pieces.mask16 && !cache.segs.mask8));
-    int bad = 0, short_only = 1;
-    for (int k = 0; k < 4 * N_WORDS; k++) {
-        const uint8_t *s = (const uint8_t *)words[k % N_WORDS];
-        size_t n = strlen(words[k % N_WORDS]);
-        size_t nr = k3_bpe_piece_ref(tok, s, n, ref);
-        size_t nc = k3_bpe_piece(tok, s, n, n, &cache, cached);
-        bad += nc != nr || memcmp(cached, ref, nc * 4);
-        if (n > 8) short_only = 0;
-        if (cache.on && short_only && k > 0) CHECK(cache.pieces.mask8 && !cache.pieces.mask16);
-    }
-    CHECK(!cache.on || (cache.pieces.mask8 && cache.pieces.mask16 && !cache.segs.mask8));
-    k3_bpe_cache_free(&cache);
-    CHECK_MSG(bad == 0, "%d memo lookups differ from the reference merge", bad);
-}
-
 /* Multi-byte pieces (bpe_chars.c: characters first, segment cuts, the segment memo) against
  * the reference merge: short words of Cyrillic, Greek, Latin-1, Hangul, kana and Han letters,
  * with and without a leading space (a low-rank token spans the space and a lead byte), one
@@ -712,7 +685,6 @@ int main(void)
     test_utf8_blocks();
     test_bpe_paths();
     test_bpe_multibyte();
-    test_bpe_memo_lazy();
     test_threads();
     test_decode();
     test_invalid_input();
