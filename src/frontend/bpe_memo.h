@@ -45,11 +45,10 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
         out[3] = (int32_t)(v1 & ID_MASK);
         out[4] = (int32_t)(v1 >> 18 & ID_MASK);
         out[5] = (int32_t)(v1 >> 36 & ID_MASK);
-        if (k) {
-            uint64_t tmp[4];
-            memcpy(tmp, e, sizeof tmp);
-            memcpy(e, e - 4, sizeof tmp);
-            memcpy(e - 4, tmp, sizeof tmp);
+        for (int q = 0; k && q < 4; q++) { /* move up one way */
+            uint64_t *up = set + 4 * (k - 1), x = up[q];
+            up[q] = up[q + 4];
+            up[q + 4] = x;
         }
         return (size_t)(v0 >> 5 & 7);
     }
