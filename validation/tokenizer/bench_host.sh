@@ -3,7 +3,7 @@
 # machine's host), from what CARRY holds (see README "Benchmark": wheels/, data/kimi-tokenizer,
 # data/kimi-k3, inputs/ from bench.py --save-inputs):
 #   1. A/B: each tok_bench binary given, then tiktoken, all pinned to one core, interleaved
-#      over 3 rounds (OUT/ab_r<round>_<binary>.jsonl, OUT/ab_r<round>_tiktoken.jsonl);
+#      over ROUNDS rounds (default 3; OUT/ab_r<round>_<binary>.jsonl, OUT/ab_r<round>_tiktoken.jsonl);
 #   2. bench.py with every competitor, the last binary as k3, all cores (OUT/bench.log, .json).
 # Ids are checked against the reference in step 2; step 1 compares every binary's ids with the
 # first one's (OUT/ab_ids.txt).
@@ -20,7 +20,7 @@ export PYTHONPATH=/tmp/pk
 M=$C/data/kimi-tokenizer/tiktoken.model
 K=$C/data/kimi-k3/tokenizer_config.json
 mapfile -t FILES < <(ls "$C"/inputs/*.txt)
-for r in 1 2 3; do
+for r in $(seq 1 "${ROUNDS:-3}"); do
     for b in "$@"; do
         name=$(basename "$b")
         mkdir -p "/tmp/ab_ids/$name"
