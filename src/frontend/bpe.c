@@ -21,7 +21,6 @@
 
 #define BPE_STACK 512 /* longest piece whose heap merge works in stack arrays */
 
-
 /* The merge loop over parts tok[0..m) with adjacent pair ranks rk[0..m-1). The arrays are
  * short (<= K3_MERGE_LINEAR_MAX): GCC would turn their shifts into memmove calls that cost more
  * than the moves. */
@@ -202,7 +201,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     uint64_t w0 = k3_tok_word(s, n, avail);
     uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
     if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
-    if (n > 16) { /* two ways: a new entry goes first */
+    if (n > K3_MEMO_BYTES) { /* two ways: a new entry goes first */
         if (!cache->longs) {
             cache->longs = calloc(((size_t)cache->long_mask + 1) * 2, sizeof *cache->longs);
             K3_CHECK(cache->longs, "out of memory");
@@ -225,7 +224,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     }
     /* a miss of the memo (bpe_piece looked): merge, and remember */
     uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
-    int32_t tmp[16 + 4]; /* the room bpe_uncached may use: n + 4 */
+    int32_t tmp[K3_MEMO_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
     size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
     memo_put(&cache->pieces, w0, w1, n, h, tmp, m);
@@ -261,7 +260,7 @@ static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t 
             return 1;
         }
     }
-    if (n <= 16 && cache && cache->on) { /* a hit of the memo */
+    if (n <= K3_MEMO_BYTES && cache && cache->on) { /* a hit of the memo */
         uint64_t w0 = k3_tok_word(s, n, avail);
         uint64_t w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
         size_t m = memo_get(&cache->pieces, w0, w1, n, k3_piece_hash(w0, s, n, avail), out);

@@ -182,7 +182,7 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
                           : whole_few(t, c, s, 3, cps, len, out);
         if (m) return m;
     }
-    if (!c || !c->on || n > 16) return bpe_chars_core(t, c, s, n, k, cps, len, out);
+    if (!c || !c->on || n > K3_MEMO_BYTES) return bpe_chars_core(t, c, s, n, k, cps, len, out);
     /* s[0..avail) is readable (the rest of the piece) */
     uint64_t w0 = k3_tok_word(s, n, avail), w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
     uint64_t h = k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1);

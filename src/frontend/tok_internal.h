@@ -171,16 +171,23 @@ static inline uint64_t k3_tok_pair_filter_bits(uint64_t hm)
 }
 
 /* The bigram_rank entry of the characters x y, or K3_TOK_NONE. */
+/* The rank stored with key in an open-addressing table of key << 20 | rank entries (UINT64_MAX
+ * empty; pairs, bigram_rank), probing from slot i, or K3_TOK_NONE. */
+static inline uint32_t k3_tok_probe(const uint64_t *tab, uint32_t mask, uint32_t i, uint64_t key)
+{
+    for (;;) {
+        uint64_t e = tab[i];
+        if (e >> 20 == key) return (uint32_t)e & 0xFFFFF;
+        if (e == UINT64_MAX) return K3_TOK_NONE;
+        i = (i + 1) & mask;
+    }
+}
+
 static inline uint32_t k3_tok_bigram_rank(const struct k3_tok *t, uint32_t x, uint32_t y)
 {
     uint64_t key = (uint64_t)x << 21 | y;
     uint32_t i = (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->bigram_rank_mask;
-    for (;;) {
-        uint64_t e = t->bigram_rank[i];
-        if (e >> 20 == key) return (uint32_t)e & 0xFFFFF;
-        if (e == UINT64_MAX) return K3_TOK_NONE;
-        i = (i + 1) & t->bigram_rank_mask;
-    }
+    return k3_tok_probe(t->bigram_rank, t->bigram_rank_mask, i, key);
 }
 
 static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint32_t b)
@@ -189,13 +196,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
     uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull), bits = k3_tok_pair_filter_bits(hm);
     if ((t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)] & bits) != bits)
         return K3_TOK_NONE;
-    uint32_t i = (uint32_t)hm & t->pair_mask;
-    for (;;) {
-        uint64_t e = t->pairs[i];
-        if (e >> 20 == key) return (uint32_t)e & 0xFFFFF;
-        if (e == UINT64_MAX) return K3_TOK_NONE;
-        i = (i + 1) & t->pair_mask;
-    }
+    return k3_tok_probe(t->pairs, t->pair_mask, (uint32_t)hm & t->pair_mask, key);
 }
 
 /* Per-encode memos of piece -> ids (bpe.c): nearly every piece of ordinary text repeats
@@ -216,6 +217,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
  * a hit in a later way swaps with the way before it, so hot pieces stay. */
 #define K3_MEMO_WAYS 4
 #define K3_MEMO_ID_BITS 18
+#define K3_MEMO_BYTES 16 /* longest piece a memo holds */
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
     uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
@@ -283,7 +285,7 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
  * arrays have room for K3_BPE_SHORT) with adjacent pair ranks rk[0..m-1) by linear scans;
  * any number of parts by a heap; a piece from its single bytes; a multi-byte piece
  * characters first (bpe_chars.c). */
-#define K3_BPE_SHORT 128        /* longest piece for the linear scan; above it the heap wins */
+#define K3_BPE_SHORT 128        /* longest piece merged in stack arrays; bpe_long above */
 #define K3_MERGE_LINEAR_MAX 40  /* most parts for the linear-scan merge; the heap above */
 size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
 size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
