@@ -184,8 +184,7 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     }
     if (!c || !c->on || n > K3_MEMO_BYTES) return bpe_chars_core(t, c, s, n, k, cps, len, out);
     /* s[0..avail) is readable (the rest of the piece) */
-    uint64_t w0 = k3_tok_word(s, n, avail), w1 = n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
-    uint64_t h = k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1);
+    uint64_t w0 = k3_tok_word(s, n, avail), w1 = memo_word1(s, n, avail), h = memo_hash(w0, w1, n);
     /* out has room for n + 4 >= 6 ids (the piece's room less the ids before): memo_get
      * writes 6, bpe_chars_core up to n */
     size_t m = memo_get(&c->segs, w0, w1, n, h, out);

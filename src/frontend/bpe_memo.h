@@ -11,6 +11,26 @@
 
 #define ID_MASK ((1ull << K3_MEMO_ID_BITS) - 1)
 
+/* The memos' hash of a piece of up to 16 bytes (words w0, w1, length n). */
+static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
+{
+    return k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1 * 0xBF58476D1CE4E5B9ull);
+}
+
+/* The second word of a piece s[0..n) of up to 16 bytes (0 up to 8 bytes), avail bytes
+ * readable at s: one masked load when 16 are. */
+static inline uint64_t memo_word1(const uint8_t *s, size_t n, size_t avail)
+{
+    if (K3_TOK_LE && avail >= 16) {
+        uint64_t w;
+        memcpy(&w, s + 8, 8);
+        size_t k = n > 8 ? n - 8 : 0; /* bytes of the second word */
+        uint64_t keep = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1;
+        return w & keep;
+    }
+    return n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
+}
+
 /* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
  * room for 6 ids. */
 static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,

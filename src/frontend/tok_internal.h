@@ -163,12 +163,24 @@ static inline int k3_tok_bigram_maybe(const struct k3_tok *t, uint32_t x, uint32
 
 /* 256 KiB: the ~300,000 pairs set 3 bits each in one word, about a third of the bits (false
  * positives ~4%, which only cost the table probe). */
-#define K3_PAIR_FILTER_WORDS (1u << 15)
+#define K3_PAIR_FILTER_LOG2 15
+#define K3_PAIR_FILTER_WORDS (1u << K3_PAIR_FILTER_LOG2)
+
+/* Hash of the pair of ranks (a, b): one multiply (the merges' lookups are a chain of
+ * dependent steps). Only its high bits are used, which depend on all of a and b: the top
+ * bits pick the filter word, bits 26..43 the filter's three bits, bits 32.. the table slot. */
+static inline uint64_t k3_tok_pair_hash(uint32_t a, uint32_t b)
+{
+    return ((uint64_t)a << 20 | b) * 0x9E3779B97F4A7C15ull;
+}
 
 static inline uint64_t k3_tok_pair_filter_bits(uint64_t hm)
 {
-    return 1ull << (hm & 63) | 1ull << (hm >> 6 & 63) | 1ull << (hm >> 12 & 63);
+    return 1ull << (hm >> 26 & 63) | 1ull << (hm >> 32 & 63) | 1ull << (hm >> 38 & 63);
 }
+
+static inline uint32_t k3_tok_pair_word(uint64_t hm) { return (uint32_t)(hm >> (64 - K3_PAIR_FILTER_LOG2)); }
+static inline uint32_t k3_tok_pair_slot(const struct k3_tok *t, uint64_t hm) { return (uint32_t)(hm >> 32) & t->pair_mask; }
 
 /* The bigram_rank entry of the characters x y, or K3_TOK_NONE. */
 /* The rank stored with key in an open-addressing table of key << 20 | rank entries (UINT64_MAX
@@ -192,11 +204,9 @@ static inline uint32_t k3_tok_bigram_rank(const struct k3_tok *t, uint32_t x, ui
 
 static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint32_t b)
 {
-    uint64_t key = (uint64_t)a << 20 | b;
-    uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull), bits = k3_tok_pair_filter_bits(hm);
-    if ((t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)] & bits) != bits)
-        return K3_TOK_NONE;
-    return k3_tok_probe(t->pairs, t->pair_mask, (uint32_t)hm & t->pair_mask, key);
+    uint64_t hm = k3_tok_pair_hash(a, b), bits = k3_tok_pair_filter_bits(hm);
+    if ((t->pair_filter[k3_tok_pair_word(hm)] & bits) != bits) return K3_TOK_NONE;
+    return k3_tok_probe(t->pairs, t->pair_mask, k3_tok_pair_slot(t, hm), (uint64_t)a << 20 | b);
 }
 
 /* Per-encode memos of piece -> ids (bpe.c): nearly every piece of ordinary text repeats
@@ -258,10 +268,9 @@ struct k3_bpe_cache {
  * looked up, up to 1 MiB, cost more in cache misses than it saved.) This touches both early. */
 static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint32_t b)
 {
-    uint64_t key = (uint64_t)a << 20 | b;
-    uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull);
-    K3_PREFETCH(&t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)]);
-    K3_PREFETCH(&t->pairs[(uint32_t)hm & t->pair_mask]);
+    uint64_t hm = k3_tok_pair_hash(a, b);
+    K3_PREFETCH(&t->pair_filter[k3_tok_pair_word(hm)]);
+    K3_PREFETCH(&t->pairs[k3_tok_pair_slot(t, hm)]);
 }
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */

@@ -277,10 +277,9 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                     n_pairs++;
                     continue;
                 }
-                uint64_t key = (uint64_t)a << 20 | b;
-                uint64_t hm = k3_tok_mix(key * 0x9E3779B97F4A7C15ull);
-                t->pair_filter[(uint32_t)(hm >> 32) & (K3_PAIR_FILTER_WORDS - 1)] |= k3_tok_pair_filter_bits(hm);
-                uint32_t i = (uint32_t)hm & t->pair_mask;
+                uint64_t key = (uint64_t)a << 20 | b, hm = k3_tok_pair_hash(a, b);
+                t->pair_filter[k3_tok_pair_word(hm)] |= k3_tok_pair_filter_bits(hm);
+                uint32_t i = k3_tok_pair_slot(t, hm);
                 while (t->pairs[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
                 t->pairs[i] = key << 20 | r;
             }
