@@ -517,6 +517,28 @@ static void test_threads(void)
         k3_tok_ids_free(&many);
         free(s);
     }
+    /* short texts (a few times the smallest chunk), the units interleaved in a random
+     * order, so that chunk boundaries fall in every kind of text */
+    uint64_t rng = 12345;
+    for (int trial = 0; trial < 40; trial++) {
+        size_t want = 16 * 1024 + (size_t)trial * 1500, n = 0;
+        char *s = malloc(want + 64);
+        CHECK(s != NULL);
+        while (n < want) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const char *u = units[rng >> 62];
+            size_t l = strlen(u);
+            memcpy(s + n, u, l);
+            n += l;
+        }
+        struct k3_tok_ids one, many;
+        encode_str(s, n, NULL, &one);
+        encode_str(s, n, &pool, &many);
+        CHECK_MSG(one.n == many.n && !memcmp(one.ids, many.ids, one.n * 4), "short text %d (%zu bytes)", trial, n);
+        k3_tok_ids_free(&one);
+        k3_tok_ids_free(&many);
+        free(s);
+    }
     k3_pool_free(&pool);
 }
 
