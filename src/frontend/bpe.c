@@ -173,10 +173,22 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Whole-token lookup, then the merge. h is the piece hash (valid when n fits a token). */
+/* Whole-token lookup, then the merge. h is the piece hash (valid when n fits a token).
+ * One and two bytes come from the byte tables: the piece is a token, or its only pair is
+ * not and it is two bytes. */
 static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
                            size_t n, uint64_t w0, uint64_t h, int32_t *out)
 {
+    if (n <= 2) {
+        uint32_t r = n == 1 ? t->byte_rank[s[0]] : t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
+        if (r != K3_TOK_NONE) {
+            out[0] = (int32_t)r;
+            return 1;
+        }
+        out[0] = (int32_t)t->byte_rank[s[0]];
+        out[1] = (int32_t)t->byte_rank[s[1]];
+        return 2;
+    }
     if (n <= (size_t)t->max_token_bytes) {
         uint32_t r = k3_tok_piece_rank_h(t, s, n, w0, h);
         if (r != K3_TOK_NONE) {
@@ -226,13 +238,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     /* a miss of the memo (bpe_piece looked): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
     int32_t tmp[K3_MEMO_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
-    size_t m;
-    if (n == 1) tmp[0] = (int32_t)t->byte_rank[s[0]], m = 1;
-    else if (n == 2) {
-        uint32_t r = t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
-        if (r != K3_TOK_NONE) tmp[0] = (int32_t)r, m = 1;
-        else tmp[0] = (int32_t)t->byte_rank[s[0]], tmp[1] = (int32_t)t->byte_rank[s[1]], m = 2;
-    } else m = bpe_uncached(t, cache, s, n, w0, h, tmp);
+    size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
     memcpy(out, tmp, m * sizeof(int32_t));
     memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), tmp, m);
     return m;
@@ -245,7 +251,8 @@ static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t 
      * characters too: their own shortcuts (byte_rank, byte_pairs, char_info) are cheaper than
      * a memo probe, but choosing among them by length was four unpredictable branches per
      * piece, and one memo path is faster in all (long_1m -9%, prose -11%, code -7%, cjk
-     * even; the shortcuts now answer their first occurrence, in piece_slow). */
+     * even). A first occurrence of one or two bytes gets the byte tables in bpe_uncached,
+     * a single character the whole-token lookup. */
     if (n <= K3_MEMO_BYTES && cache && cache->on) {
         uint64_t w0 = k3_tok_word(s, n, avail);
         uint64_t w1 = memo_word1(s, n, avail);
