@@ -66,6 +66,9 @@ struct k3_tok {
      * x << 41 | y << 20 | rank, open addressing, UINT64_MAX = empty. */
     uint64_t *bigram_rank;
     uint32_t bigram_rank_mask;
+    /* ASCII pieces (bpe.c, k3_bpe_ascii): for each pair of ASCII bytes x y, the lowest rank
+     * of a token that holds them adjacent (K3_TOK_NONE: none does). [128 * 128], x << 7 | y. */
+    uint32_t *ascii_span;
 
     /* Specials by name: all start with '<' or '[' and end at the first '>' or ']'
      * (checked at load), so a candidate is found by one hash probe. */
@@ -300,6 +303,7 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
 size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
+size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
                     int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */

@@ -285,6 +285,17 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
             }
         }
     }
+    /* ASCII pairs first (bpe.c): the lowest rank of a token holding each two ASCII bytes. */
+    t->ascii_span = malloc(128 * 128 * sizeof(uint32_t));
+    if (!t->ascii_span) return k3_err_set(err, "out of memory");
+    for (uint32_t i = 0; i < 128 * 128; i++) t->ascii_span[i] = K3_TOK_NONE;
+    for (uint32_t r = 0; r < n; r++) {
+        const uint8_t *s = t->bytes + t->off[r];
+        size_t len = t->off[r + 1] - t->off[r];
+        for (size_t j = 1; j < len; j++)
+            if ((s[j - 1] | s[j]) < 0x80 && r < t->ascii_span[s[j - 1] << 7 | s[j]])
+                t->ascii_span[s[j - 1] << 7 | s[j]] = r;
+    }
     /* Characters first (bpe.c): whole-character tokens of the BMP, and the byte pairs at
      * which a token spans a character boundary without being whole characters. */
     t->char_info = calloc(65536, sizeof(uint64_t));
@@ -694,6 +705,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->byte_pairs);
     free(t->char_info);
     free(t->split_rank);
+    free(t->ascii_span);
     free(t->bigram_filter);
     free(t->bigram_rank);
     free(t->pair_filter);

@@ -424,6 +424,29 @@ static void test_bpe_paths(void)
     free(ref);
 }
 
+/* ASCII pieces (k3_bpe_ascii: byte pairs that provably merge first start whole) against the
+ * reference merge: words, identifiers and punctuation runs of 3..64 bytes from alphabets
+ * where many pairs are tokens, with and without a leading space. */
+static void test_bpe_ascii(void)
+{
+    static const char *alphabets[] = {"etaoinshrdlu", "abcdefghijklmnopqrstuvwxyz", "ETAOINSHRDLU_",
+                                      "aeiou", "_().,;:=+-*/<>[]{}\"'", "0123456789abcdef", "th er in"};
+    int32_t fast[128], ref[128];
+    uint8_t buf[128];
+    int bad = 0, n_cases = 0;
+    for (int k = 0; k < 40000; k++) {
+        const char *al = alphabets[k % 7];
+        size_t na = strlen(al), n = 0, len = 3 + rnd() % (k % 3 ? 14 : 62);
+        if (k % 2) buf[n++] = ' ';
+        while (n < len) buf[n++] = (uint8_t)al[rnd() % na];
+        size_t nr = k3_bpe_piece_ref(tok, buf, n, ref);
+        size_t nf = k3_bpe_piece(tok, buf, n, n, NULL, fast);
+        bad += nf != nr || memcmp(fast, ref, nf * 4);
+        n_cases++;
+    }
+    CHECK_MSG(bad == 0, "%d of %d ASCII pieces differ from the reference merge", bad, n_cases);
+}
+
 /* The UTF-8 bytes of code point c at o; their count. */
 static size_t utf8_put(uint8_t *o, uint32_t c)
 {
@@ -706,6 +729,7 @@ int main(void)
     test_cuts_random();
     test_utf8_blocks();
     test_bpe_paths();
+    test_bpe_ascii();
     test_bpe_multibyte();
     test_threads();
     test_decode();
