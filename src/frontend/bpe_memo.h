@@ -11,10 +11,21 @@
 
 #define ID_MASK ((1ull << K3_MEMO_ID_BITS) - 1)
 
-/* The memos' hash of a piece of up to 16 bytes (words w0, w1, length n). */
+/* The memos' hash of a piece of up to 16 bytes (words w0, w1, length n): multiplicative, its
+ * top bits pick the set (memo_set8, memo_set16); one multiply for up to 8 bytes (w1 = 0). */
 static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
 {
-    return k3_tok_mix((w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1 * 0xBF58476D1CE4E5B9ull);
+    return (w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1 * 0xBF58476D1CE4E5B9ull;
+}
+
+static inline uint64_t *memo_set8(const struct k3_memo *m, uint64_t h)
+{
+    return m->m8 + (size_t)(h >> m->shift8) * (2 * K3_MEMO_WAYS);
+}
+
+static inline uint64_t *memo_set16(const struct k3_memo *m, uint64_t h)
+{
+    return m->m16 + (size_t)(h >> m->shift16) * (4 * K3_MEMO_WAYS);
 }
 
 /* The second word of a piece s[0..n) of up to 16 bytes (0 up to 8 bytes), avail bytes
@@ -37,7 +48,7 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
                               int32_t *out)
 {
     if (n <= 8) {
-        uint64_t *set = m->m8 + (size_t)((uint32_t)(h >> 20) & m->mask8) * (2 * K3_MEMO_WAYS);
+        uint64_t *set = memo_set8(m, h);
         for (int k = 0; k < K3_MEMO_WAYS; k++) {
             uint64_t v = set[2 * k + 1];
             if (set[2 * k] != w0 || (v & 15) != n) continue;
@@ -54,7 +65,7 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
         }
         return 0;
     }
-    uint64_t *set = m->m16 + (size_t)((uint32_t)(h >> 20) & m->mask16) * (4 * K3_MEMO_WAYS);
+    uint64_t *set = memo_set16(m, h);
     for (int k = 0; k < K3_MEMO_WAYS; k++) {
         uint64_t *e = set + 4 * k, v0 = e[2];
         if (e[0] != w0 || e[1] != w1 || (v0 & 31) != n) continue;
@@ -84,14 +95,14 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
     for (size_t i = 0; i < k && i < 6; i++) id[i] = (uint64_t)ids[i];
     if (n <= 8) {
         if (k > 3) return;
-        uint64_t *set = m->m8 + (size_t)((uint32_t)(h >> 20) & m->mask8) * (2 * K3_MEMO_WAYS);
+        uint64_t *set = memo_set8(m, h);
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
         set[0] = w0;
         set[1] = n | k << 4 | id[0] << 6 | id[1] << 24 | id[2] << 42;
         return;
     }
     if (k > 6) return;
-    uint64_t *set = m->m16 + (size_t)((uint32_t)(h >> 20) & m->mask16) * (4 * K3_MEMO_WAYS);
+    uint64_t *set = memo_set16(m, h);
     memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
     set[0] = w0;
     set[1] = w1;
@@ -112,8 +123,8 @@ static inline void memo_init(struct k3_memo *m, size_t text_bytes)
     m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
     m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
     K3_CHECK(m->m8 && m->m16, "out of memory");
-    m->mask8 = (uint32_t)sets - 1;
-    m->mask16 = (uint32_t)sets16 - 1;
+    m->shift8 = 64 - __builtin_ctzll(sets);
+    m->shift16 = 64 - __builtin_ctzll(sets16);
 }
 
 static inline void memo_free(struct k3_memo *m)

@@ -235,7 +235,7 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
     uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
-    uint32_t mask8, mask16; /* set masks */
+    int shift8, shift16; /* a hash's set: its top log2(sets) bits */
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
