@@ -36,6 +36,7 @@ struct k3_tok {
     uint8_t special_flag[K3_TOK_N_SPECIAL];
     int max_token_bytes;
 
+    void *tables;                /* the allocation that holds the small tables below (vocab.c) */
     struct k3_tok_slot *pieces;  /* bytes -> rank */
     uint32_t piece_mask;
     uint64_t *piece_filter;      /* 2^20 bits, one per hash value's low 20 bits: a clear bit

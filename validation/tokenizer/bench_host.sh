@@ -4,7 +4,8 @@
 # data/kimi-k3, inputs/ from bench.py --save-inputs):
 #   1. A/B: each tok_bench binary given, then tiktoken, all pinned to one core, interleaved
 #      over ROUNDS rounds (default 3; OUT/ab_r<round>_<binary>.jsonl, OUT/ab_r<round>_tiktoken.jsonl);
-#   2. bench.py with every competitor, the last binary as k3, all cores (OUT/bench.log, .json).
+#   2. bench.py with every competitor, the last binary as k3, all cores (OUT/bench.log, .json);
+#      skipped when AB_ONLY=1.
 # Ids are checked against the reference in step 2; step 1 compares every binary's ids with the
 # first one's (OUT/ab_ids.txt).
 set -euo pipefail
@@ -41,6 +42,7 @@ for b in "$@"; do
         echo "$name $(basename "${FILES[$i]}") ids vs $first: $s"
     done
 done >"$O/ab_ids.txt"
+[ "${AB_ONLY:-0}" = 1 ] && exit 0
 last=${!#}
 "$PY" "$HERE/bench.py" --tok-bench "$last" --data "$C/data" --prebuilt "$C/inputs" \
     --threads "$(nproc)" --json "$O/bench.json" >"$O/bench.log" 2>&1
