@@ -400,7 +400,7 @@ static size_t window_pieces(const uint8_t *s, size_t p, size_t n, size_t *ends, 
     if (t < 1) return 0;
     st &= ((2ull << t) - 1) & ~1ull;
     size_t m = 0;
-    size_t c = (size_t)(k3_popcount32((uint32_t)st) + k3_popcount32((uint32_t)(st >> 32)));
+    size_t c = (size_t)k3_popcount64(st);
     if (c + 3 <= max) {
         /* Four at a time: the loop's exit depends on the window's piece count, which the
          * branch predictor cannot know; one exit per four pieces instead of one per piece

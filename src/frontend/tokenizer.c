@@ -221,28 +221,35 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
  * limit? Yes when no stretch of more than K3_TOK_MAX_RUN_CHARS bytes lacks an ASCII space
  * byte, and none lacks a byte that surely starts a non-space character (unicode_simd.h):
  * a run of more characters spans more bytes than that, all without the other class. Counted
- * in whole 16-byte blocks: a stretch spans at most RUN_BLOCKS blocks lacking its byte, plus
- * under 16 bytes on either side (the tail after the last block can only end stretches).
+ * in whole 64-byte blocks: a stretch spans at most RUN_BLOCKS blocks lacking its byte, plus
+ * under 64 bytes on either side (the tail after the last block can only end stretches).
  * No means "maybe": the exact scan decides. */
-#define RUN_BLOCKS ((K3_TOK_MAX_RUN_CHARS - 30) / 16)
+#define RUN_BLOCKS ((K3_TOK_MAX_RUN_CHARS - 126) / 64)
 /* The same pass finds the slices' starts (code point 400,000 k) when cuts is not NULL
  * (room for n / K3_TOK_MAX_SLICE_CHARS of them); *n_cuts gets their count. */
 static int runs_bounded(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
 {
     uint32_t sp_run = 0, ns_run = 0, worst = 0;
     size_t chars = 0, next = K3_TOK_MAX_SLICE_CHARS, nc = 0, i = 0;
-    for (; i + 16 <= n; i += 16) {
-        struct k3_cut_blk b = k3_cut_blk16(s + i);
-        sp_run = b.sp ? 0 : sp_run + 1;
-        ns_run = b.ns ? 0 : ns_run + 1;
+    for (; i + 64 <= n; i += 64) {
+        uint32_t sp = 0, ns = 0;
+        uint64_t cont = 0;
+        for (int k = 0; k < 4; k++) {
+            struct k3_cut_blk b = k3_cut_blk16(s + i + 16 * (size_t)k);
+            sp |= b.sp;
+            ns |= b.ns;
+            cont |= (uint64_t)b.cont << 16 * k;
+        }
+        sp_run = sp ? 0 : sp_run + 1;
+        ns_run = ns ? 0 : ns_run + 1;
         uint32_t m = sp_run > ns_run ? sp_run : ns_run;
         worst = m > worst ? m : worst;
         if (cuts) {
-            uint32_t starts = ~b.cont & 0xFFFF;
-            size_t c = (size_t)k3_popcount32(starts);
+            uint64_t starts = ~cont;
+            size_t c = (size_t)k3_popcount64(starts);
             if (chars + c > next) { /* code point `next` starts in this block */
                 for (size_t k = next - chars; k; k--) starts &= starts - 1;
-                cuts[nc++] = i + (size_t)__builtin_ctz(starts);
+                cuts[nc++] = i + (size_t)__builtin_ctzll(starts);
                 next += K3_TOK_MAX_SLICE_CHARS;
             }
             chars += c;

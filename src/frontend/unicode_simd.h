@@ -552,12 +552,19 @@ static inline uint32_t k3_punct16(const uint8_t *p) { return k3_punct16_scalar(p
 static inline struct k3_lat_blk k3_lat16(const uint8_t *p) { return k3_lat16_scalar(p); }
 #endif
 
-/* Population count of a 32-bit mask without a libgcc call on targets lacking the instruction. */
+/* Population counts of masks without a libgcc call on targets lacking the instruction. */
 static inline int k3_popcount32(uint32_t x)
 {
     x = x - ((x >> 1) & 0x55555555u);
     x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
     return (int)((((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+}
+
+static inline int k3_popcount64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    return (int)((((x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full) * 0x0101010101010101ull) >> 56);
 }
 
 #endif

@@ -324,6 +324,46 @@ static void test_cuts_random(void)
     free(ends);
 }
 
+/* One run just over the 25,000 limit (all others short), letters or blanks, at every
+ * alignment to the run check's 64-byte blocks: the check alone decides that the run is cut,
+ * so a block check that passed it would leave the text uncut. */
+static void test_cuts_one_long_run(void)
+{
+    static const size_t lens[] = {25001, 25002, 25017, 25063, 25064, 25065, 25100, 25127, 25128,
+                                  25129, 25150, 25190};
+    uint8_t *text = malloc(26000 + 200);
+    size_t ends[16];
+    int bad = 0, n_cases = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t off = 0; off < 64; off += 9)
+            for (int blank = 0; blank < 2; blank++) {
+                size_t n = 0;
+                for (size_t i = 0; i < off; i++) text[n++] = i % 3 == 2 ? ' ' : 'q';
+                text[n++] = blank ? 'x' : ' ';
+                for (size_t i = 0; i < lens[li]; i++)
+                    text[n++] = blank ? (rnd() % 4 ? ' ' : '\t') : (uint8_t)('a' + rnd() % 26);
+                for (size_t i = 0; i < 40; i++) text[n++] = i % 5 == 4 ? ' ' : 'z';
+                size_t n_ends = ref_cuts(text, n, ends), a = 0;
+                struct k3_tok_ids all, want = {0}, part;
+                encode_str((const char *)text, n, NULL, &all);
+                for (size_t e = 0; e < n_ends; e++) {
+                    encode_str((const char *)text + a, ends[e] - a, NULL, &part);
+                    want.ids = realloc(want.ids, (want.n + part.n) * sizeof(int32_t));
+                    memcpy(want.ids + want.n, part.ids, part.n * sizeof(int32_t));
+                    want.n += part.n;
+                    k3_tok_ids_free(&part);
+                    a = ends[e];
+                }
+                bad += n_ends < 2 || all.n != want.n || memcmp(all.ids, want.ids, all.n * sizeof(int32_t));
+                n_cases++;
+                k3_tok_ids_free(&all);
+                free(want.ids);
+            }
+    CHECK_MSG(bad == 0, "%d of %d texts with one run over the limit encode differently from their "
+                        "reference substrings", bad, n_cases);
+    free(text);
+}
+
 /* k3_utf8_valid_prefix (16-byte blocks) against k3_utf8_check byte by byte, on valid text
  * with one defect (a random byte, a cut sequence, a surrogate, an overlong form) at every
  * offset of a block; and the SIMD UTF-8 and cut masks against their byte loops. */
@@ -727,6 +767,7 @@ int main(void)
     test_simd_blocks();
     test_cuts_multibyte();
     test_cuts_random();
+    test_cuts_one_long_run();
     test_utf8_blocks();
     test_bpe_paths();
     test_bpe_ascii();
