@@ -223,6 +223,15 @@ static inline struct k3_blk k3_blk16_scalar(const uint8_t *p)
 }
 
 #if defined(__SSE2__) && !defined(K3_TOK_NO_SIMD)
+/* 0xFF where lo <= byte <= hi (lo <= hi, unsigned): byte - lo, unsigned, below hi - lo + 1,
+ * compared signed with both sides' top bit flipped; two operations where the signed pair of
+ * compares takes three. */
+static inline __m128i k3_sse_in(__m128i v, int lo, int hi)
+{
+    return _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8((char)(0x80 - lo))),
+                          _mm_set1_epi8((char)(hi - lo + 1 + 0x80)));
+}
+
 static inline struct k3_blk k3_blk16(const uint8_t *p)
 {
     /* Signed byte compares: 0x80..0xFF are negative, so ASCII ranges exclude them. */
@@ -255,10 +264,8 @@ static inline struct k3_blk k3_blk16(const uint8_t *p)
 static inline void k3_letters16(const uint8_t *p, uint32_t *up, uint32_t *lo)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
-    *up = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('A' - 1)),
-                                                    _mm_cmplt_epi8(v, _mm_set1_epi8('Z' + 1))));
-    *lo = (uint32_t)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
-                                                    _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1))));
+    *up = (uint32_t)_mm_movemask_epi8(k3_sse_in(v, 'A', 'Z'));
+    *lo = (uint32_t)_mm_movemask_epi8(k3_sse_in(v, 'a', 'z'));
 }
 
 K3_SIMD_INLINE struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
@@ -266,7 +273,7 @@ K3_SIMD_INLINE struct k3_ascii_cls k3_ascii_cls16(const uint8_t *p)
     /* signed compares: bytes >= 0x80 are negative and fall outside every ASCII range */
     __m128i v = _mm_loadu_si128((const __m128i *)p);
 #define K3_B(x) _mm_set1_epi8((char)(x))
-#define K3_IN(lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, K3_B((lo) - 1)), _mm_cmplt_epi8(v, K3_B((hi) + 1)))
+#define K3_IN(lo, hi) k3_sse_in(v, lo, hi)
     __m128i sp = _mm_cmpeq_epi8(v, K3_B(' '));
     struct k3_ascii_cls r;
     r.hi = (uint32_t)_mm_movemask_epi8(v);
@@ -351,11 +358,8 @@ static inline struct k3_cut_blk k3_cut_blk16(const uint8_t *p)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
 #define K3_B(x) _mm_set1_epi8((char)(x))
-    __m128i sp = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0x08)), _mm_cmplt_epi8(v, K3_B(0x0E))),
-                              _mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0x1B)), _mm_cmplt_epi8(v, K3_B(0x21))));
-    /* signed: ASCII >= 0; C3..E0 = -61..-32; E4..FF = -28..-1 */
-    __m128i lead = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0xC2)), _mm_cmplt_epi8(v, K3_B(0xE1))),
-                                _mm_and_si128(_mm_cmpgt_epi8(v, K3_B(0xE3)), _mm_cmplt_epi8(v, _mm_setzero_si128())));
+    __m128i sp = _mm_or_si128(k3_sse_in(v, 0x09, 0x0D), k3_sse_in(v, 0x1C, 0x20));
+    __m128i lead = _mm_or_si128(k3_sse_in(v, 0xC3, 0xE0), k3_sse_in(v, 0xE4, 0xFF));
     __m128i ascii_ns = _mm_andnot_si128(sp, _mm_cmpgt_epi8(v, K3_B(0xFF)));
     struct k3_cut_blk r;
     r.sp = (uint32_t)_mm_movemask_epi8(sp);

@@ -427,11 +427,16 @@ static void test_utf8_blocks(void)
         uint8_t b[32];
         for (int i = 0; i < 32; i++) b[i] = (uint8_t)(k + i * 37);
         struct k3_ascii_cls a = k3_ascii_cls16(b), as = k3_ascii_cls16_scalar(b);
+        struct k3_cut_blk c = k3_cut_blk16(b), cs = k3_cut_blk16_scalar(b);
+        uint32_t up, lo, ups, los;
+        k3_letters16(b, &up, &lo);
+        k3_letters16_scalar(b, &ups, &los);
         bad += a.hi != as.hi || a.up != as.up || a.lo != as.lo || a.digit != as.digit || a.ws != as.ws ||
-               a.crlf != as.crlf || a.sp != as.sp || a.apos != as.apos;
+               a.crlf != as.crlf || a.sp != as.sp || a.apos != as.apos || c.sp != cs.sp || c.ns != cs.ns ||
+               c.cont != cs.cont || up != ups || lo != los;
     }
-    CHECK_MSG(bad == 0, "%d blocks: %s ASCII class masks differ from the byte loop on all byte values", bad,
-              K3_BLK_SIMD);
+    CHECK_MSG(bad == 0, "%d blocks: %s ASCII class, cut and letter masks differ from the byte loops on "
+                        "all byte values", bad, K3_BLK_SIMD);
 }
 
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
