@@ -281,10 +281,8 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     }
     /* a miss of the memo (bpe_piece looked): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
-    int32_t tmp[K3_MEMO_BYTES + 4]; /* the room bpe_uncached may use: n + 4 */
-    size_t m = bpe_uncached(t, cache, s, n, w0, h, tmp);
-    memcpy(out, tmp, m * sizeof(int32_t));
-    memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), tmp, m);
+    size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
+    memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out, m);
     return m;
 }
 
