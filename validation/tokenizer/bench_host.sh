@@ -35,7 +35,7 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
     done
 done
 first=$(basename "$1")
-for b in "$@"; do
+[ "${ROUNDS:-3}" = 0 ] || for b in "$@"; do
     name=$(basename "$b")
     for i in $(seq 0 $((${#FILES[@]} - 1))); do
         if cmp -s "/tmp/ab_ids/$first/$i.ids" "/tmp/ab_ids/$name/$i.ids"; then s=same; else s=DIFFERENT; fi
