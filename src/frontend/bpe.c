@@ -315,12 +315,13 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
 {
     int32_t *o = out;
     /* A piece of up to 8 bytes in way 0 of its memo set (most pieces of ordinary text) right
-     * here: one load of its bytes, one multiply, one compare. p <= safe: 8 bytes readable. */
+     * here: one load of its bytes, one multiply, one compare. p + 8 <= readable: the load
+     * stays in the buffer. */
     const struct k3_memo *mm = cache && cache->on && K3_TOK_LE ? &cache->pieces : NULL;
-    size_t safe = end - s >= 8 ? (size_t)(end - s) - 8 : 0;
+    size_t readable = (size_t)(end - s);
     for (size_t i = 0; i < m; i++) {
         size_t n = ends[i] - p;
-        if (mm && n <= 8 && p <= safe) {
+        if (mm && n <= 8 && p + 8 <= readable) {
             uint64_t w;
             memcpy(&w, s + p, 8);
             w &= ~0ull >> (64 - 8 * n);

@@ -324,6 +324,34 @@ static void test_cuts_random(void)
     free(ends);
 }
 
+/* Short texts and short last segments (after a special token) that end exactly where their
+ * allocation ends: loads that read a word at a time must stay inside (run under
+ * AddressSanitizer: the sanitizer stage of scripts/test.sh). Ids equal those of the same text
+ * in a roomy buffer. */
+static void test_exact_end(void)
+{
+    static const char *texts[] = {"a", "ab", " x", "abc", "hello", "1234567", "\xE4\xB8\xAD",
+                                  "<|open|>ab", "<|open|>user<|sep|>hi", "x<|close|>abc", "  \n"};
+    int bad = 0, n_cases = 0;
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+        for (int special = 0; special < 2; special++) {
+            size_t n = strlen(texts[k]);
+            char *exact = malloc(n), roomy[64] = {0};
+            memcpy(exact, texts[k], n);
+            memcpy(roomy, texts[k], n);
+            enum k3_tok_mode mode = special ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
+            struct k3_tok_ids a = {0}, b = {0};
+            k3_tok_encode(tok, exact, n, mode, NULL, &a);
+            k3_tok_encode(tok, roomy, n, mode, NULL, &b);
+            bad += a.n != b.n || memcmp(a.ids, b.ids, a.n * sizeof(int32_t));
+            n_cases++;
+            k3_tok_ids_free(&a);
+            k3_tok_ids_free(&b);
+            free(exact);
+        }
+    CHECK_MSG(bad == 0, "%d of %d texts at the end of their allocation encode differently", bad, n_cases);
+}
+
 /* One run just over the 25,000 limit (all others short), letters or blanks, at every
  * alignment to the run check's 64-byte blocks: the check alone decides that the run is cut,
  * so a block check that passed it would leave the text uncut. */
@@ -773,6 +801,7 @@ int main(void)
     test_cuts_multibyte();
     test_cuts_random();
     test_cuts_one_long_run();
+    test_exact_end();
     test_utf8_blocks();
     test_bpe_paths();
     test_bpe_ascii();
