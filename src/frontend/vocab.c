@@ -220,7 +220,7 @@ out:
 /* The lookup tables are probed at random, megabytes of them: zeroed, and on 2 MiB pages
  * where the kernel has transparent huge pages (madvise mode included), since a probe that
  * misses the TLB costs a page walk on top of the cache miss (the GPU machine's host: long_1m
- * -5%, every input -2..7%). Sizes from 1 MiB; free() releases them. */
+ * -5%, every input -1..7%). Sizes from 1 MiB; free() releases them. */
 static void *table_alloc(size_t bytes)
 {
     size_t huge = (size_t)2 << 20, r = (bytes + huge - 1) & ~(huge - 1);
