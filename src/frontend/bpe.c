@@ -328,10 +328,7 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
             const uint64_t *set = memo_set8(mm, memo_hash(w, 0, n));
             uint64_t v = set[1];
             if (((set[0] ^ w) | ((v ^ n) & 15)) == 0) {
-                o[0] = (int32_t)(v >> 6 & ID_MASK);
-                o[1] = (int32_t)(v >> 24 & ID_MASK);
-                o[2] = (int32_t)(v >> 42 & ID_MASK);
-                o += v >> 4 & 3;
+                o += memo_ids8(v, o);
                 p = ends[i];
                 continue;
             }

@@ -42,6 +42,15 @@ static inline uint64_t memo_word1(const uint8_t *s, size_t n, size_t avail)
     return n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
 }
 
+/* An m8 entry's value v: its three id fields to out (room for 3), its id count returned. */
+static inline size_t memo_ids8(uint64_t v, int32_t *out)
+{
+    out[0] = (int32_t)(v >> 6 & ID_MASK);
+    out[1] = (int32_t)(v >> 24 & ID_MASK);
+    out[2] = (int32_t)(v >> 42 & ID_MASK);
+    return (size_t)(v >> 4 & 3);
+}
+
 /* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
  * room for 6 ids. */
 static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
@@ -52,16 +61,13 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
         for (int k = 0; k < K3_MEMO_WAYS; k++) {
             uint64_t v = set[2 * k + 1];
             if (set[2 * k] != w0 || (v & 15) != n) continue;
-            out[0] = (int32_t)(v >> 6 & ID_MASK);
-            out[1] = (int32_t)(v >> 24 & ID_MASK);
-            out[2] = (int32_t)(v >> 42 & ID_MASK);
             if (k) { /* move up one way */
                 set[2 * k] = set[2 * k - 2];
                 set[2 * k + 1] = set[2 * k - 1];
                 set[2 * k - 2] = w0;
                 set[2 * k - 1] = v;
             }
-            return (size_t)(v >> 4 & 3);
+            return memo_ids8(v, out);
         }
         return 0;
     }
