@@ -273,6 +273,28 @@ static size_t ref_cuts(const uint8_t *s, size_t n, size_t *ends)
     return n_ends;
 }
 
+/* Whether text[0..n) encodes differently from the concatenation of its reference substrings'
+ * encodings (ref_cuts, which writes their ends to ends and their count to *n_ends). */
+static int differs_from_ref_cuts(const uint8_t *text, size_t n, size_t *ends, size_t *n_ends)
+{
+    size_t a = 0;
+    struct k3_tok_ids all, want = {0}, part;
+    *n_ends = ref_cuts(text, n, ends);
+    encode_str((const char *)text, n, NULL, &all);
+    for (size_t e = 0; e < *n_ends; e++) {
+        encode_str((const char *)text + a, ends[e] - a, NULL, &part);
+        want.ids = realloc(want.ids, (want.n + part.n) * sizeof(int32_t));
+        memcpy(want.ids + want.n, part.ids, part.n * sizeof(int32_t));
+        want.n += part.n;
+        k3_tok_ids_free(&part);
+        a = ends[e];
+    }
+    int differs = all.n != want.n || memcmp(all.ids, want.ids, all.n * sizeof(int32_t));
+    k3_tok_ids_free(&all);
+    free(want.ids);
+    return differs;
+}
+
 /* Texts of runs near the 25,000 limit (and short ones), of 1- to 4-byte characters of both
  * classes, some over 400,000 characters: encode(text) equals the concatenation of its
  * reference substrings' encodings (the 16-byte-block run check must never miss a cut). */
@@ -304,20 +326,8 @@ static void test_cuts_random(void)
             }
             cls ^= 1;
         }
-        size_t n_ends = ref_cuts(text, n, ends), a = 0;
-        struct k3_tok_ids all, want = {0}, part;
-        encode_str((const char *)text, n, NULL, &all);
-        for (size_t e = 0; e < n_ends; e++) {
-            encode_str((const char *)text + a, ends[e] - a, NULL, &part);
-            want.ids = realloc(want.ids, (want.n + part.n) * sizeof(int32_t));
-            memcpy(want.ids + want.n, part.ids, part.n * sizeof(int32_t));
-            want.n += part.n;
-            k3_tok_ids_free(&part);
-            a = ends[e];
-        }
-        bad += all.n != want.n || memcmp(all.ids, want.ids, all.n * sizeof(int32_t));
-        k3_tok_ids_free(&all);
-        free(want.ids);
+        size_t n_ends;
+        bad += differs_from_ref_cuts(text, n, ends, &n_ends);
     }
     CHECK_MSG(bad == 0, "%d of 12 texts encode differently from their reference substrings", bad);
     free(text);
@@ -371,21 +381,10 @@ static void test_cuts_one_long_run(void)
                 for (size_t i = 0; i < lens[li]; i++)
                     text[n++] = blank ? (rnd() % 4 ? ' ' : '\t') : (uint8_t)('a' + rnd() % 26);
                 for (size_t i = 0; i < 40; i++) text[n++] = i % 5 == 4 ? ' ' : 'z';
-                size_t n_ends = ref_cuts(text, n, ends), a = 0;
-                struct k3_tok_ids all, want = {0}, part;
-                encode_str((const char *)text, n, NULL, &all);
-                for (size_t e = 0; e < n_ends; e++) {
-                    encode_str((const char *)text + a, ends[e] - a, NULL, &part);
-                    want.ids = realloc(want.ids, (want.n + part.n) * sizeof(int32_t));
-                    memcpy(want.ids + want.n, part.ids, part.n * sizeof(int32_t));
-                    want.n += part.n;
-                    k3_tok_ids_free(&part);
-                    a = ends[e];
-                }
-                bad += n_ends < 2 || all.n != want.n || memcmp(all.ids, want.ids, all.n * sizeof(int32_t));
+                size_t n_ends;
+                int differs = differs_from_ref_cuts(text, n, ends, &n_ends);
+                bad += n_ends < 2 || differs;
                 n_cases++;
-                k3_tok_ids_free(&all);
-                free(want.ids);
             }
     CHECK_MSG(bad == 0, "%d of %d texts with one run over the limit encode differently from their "
                         "reference substrings", bad, n_cases);
