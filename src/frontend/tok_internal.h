@@ -19,6 +19,14 @@
 
 #define K3_TOK_NONE 0xFFFFFFFFu  /* "no such rank" in the tables */
 
+/* The AVX-512BW build of the encoder's byte scans (tok_avx512.c) is compiled on x86-64 by
+ * GCC and Clang, and used where the CPU has AVX-512BW (k3_tok_avx512). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(K3_TOK_NO_SIMD)
+#define K3_TOK_HAVE_AVX512 1
+#else
+#define K3_TOK_HAVE_AVX512 0
+#endif
+
 /* Whole-token lookup slot: the first 8 bytes inline, so a hit on a token of up to 8 bytes
  * (most pieces) touches one cache line. */
 struct k3_tok_slot {
@@ -35,6 +43,8 @@ struct k3_tok {
     uint8_t *bytes;
     uint8_t special_flag[K3_TOK_N_SPECIAL];
     int max_token_bytes;
+    int avx512;                  /* the encoder's whole-text passes and windows use AVX-512BW
+                                  * (k3_tok_avx512: the CPU has it, K3_TOK_SIMD is not "base") */
 
     void *tables;                /* the allocation that holds the small tables below (vocab.c) */
     struct k3_tok_slot *pieces;  /* bytes -> rank */
@@ -262,7 +272,13 @@ struct k3_bpe_cache {
 /* Prefetch hints (a GCC/Clang builtin on every target; a no-op elsewhere): BPE of a piece
  * looks up many independent pairs, each a likely cache miss in the big tables; touching
  * them all first lets the misses overlap instead of running one after another. */
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+/* An asm statement, not __builtin_prefetch: GCC 12 deletes a loop whose only effect is that
+ * builtin (every prefetch loop of bpe.c was missing from the binary). */
+#define K3_PREFETCH(p) __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)(p)))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#define K3_PREFETCH(p) __asm__ volatile("prfm pldl1keep, %0" : : "Q"(*(const char *)(p)))
+#elif defined(__GNUC__) || defined(__clang__)
 #define K3_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #else
 #define K3_PREFETCH(p) ((void)(p))
@@ -280,8 +296,26 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
-/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. */
-size_t k3_pretok_batch(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
+/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Two builds
+ * of one scanner (pretok_fast.h), the same ends: 16-byte SIMD blocks (SSE2, NEON) or the
+ * portable loops, and 64-byte AVX-512BW ones (tok_avx512.c; only where k3_tok_avx512). */
+size_t k3_pretok_batch_base(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
+size_t k3_pretok_batch_avx512(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
+/* tok_avx512.c: k3_utf8_valid_prefix, and the wrapper's run bound (tok_runs.h), 64 bytes at
+ * a time. */
+size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n);
+int k3_runs_bounded_avx512(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
+/* vocab.c: 1 when this CPU runs the AVX-512BW build and the environment's K3_TOK_SIMD is
+ * not "base" (which keeps the 16-byte build, for comparisons). */
+int k3_tok_avx512(void);
+static inline size_t k3_pretok_batch(const struct k3_tok *t, const uint8_t *s, size_t p, size_t n,
+                                     size_t *ends, size_t max)
+{
+#if K3_TOK_HAVE_AVX512
+    if (t->avx512) return k3_pretok_batch_avx512(s, p, n, ends, max);
+#endif
+    return k3_pretok_batch_base(s, p, n, ends, max);
+}
 
 /* bpe.c: appends the ids of one piece; out must have room for n + 4 ids. Returns the count.
  * avail: bytes readable at s (>= n; lets short loads read past the piece). cache may be NULL. */

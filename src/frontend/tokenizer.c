@@ -23,6 +23,7 @@
  * Chunks are encoded by the pool's threads, pulling the next chunk from a counter, and
  * concatenated in order. */
 #include "frontend/tok_internal.h"
+#include "frontend/tok_runs.h"
 #include "frontend/unicode.h"
 #include "frontend/unicode_simd.h"
 
@@ -148,7 +149,7 @@ static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, 
 {
     size_t p = 0, ends[PIECE_BATCH];
     while (p < n) {
-        size_t m = k3_pretok_batch(s, p, n, ends, PIECE_BATCH);
+        size_t m = k3_pretok_batch(t, s, p, n, ends, PIECE_BATCH);
         ids_reserve(out, ends[m - 1] - p + 4); /* a piece has at most one id per byte */
         out->n += k3_bpe_pieces(t, s, p, ends, m, end, cache, out->ids + out->n);
         p = ends[m - 1];
@@ -217,53 +218,17 @@ static inline int py_isspace(const uint8_t *s, size_t i, int *len)
     return (k3_uc_flags(k3_utf8_decode(s + i, len)) & K3_UC_PYSPACE) != 0;
 }
 
-/* Can no run of isspace / non-isspace characters in s[0..n) be longer than the wrapper's
- * limit? Yes when no stretch of more than K3_TOK_MAX_RUN_CHARS bytes lacks an ASCII space
- * byte, and none lacks a byte that surely starts a non-space character (unicode_simd.h):
- * a run of more characters spans more bytes than that, all without the other class. Counted
- * in whole 64-byte blocks: a stretch spans at most RUN_BLOCKS blocks lacking its byte, plus
- * under 64 bytes on either side (the tail after the last block can only end stretches).
- * No means "maybe": the exact scan decides. */
-#define RUN_BLOCKS ((K3_TOK_MAX_RUN_CHARS - 126) / 64)
-/* The same pass finds the slices' starts (code point 400,000 k) when cuts is not NULL
- * (room for n / K3_TOK_MAX_SLICE_CHARS of them); *n_cuts gets their count. */
-static int runs_bounded(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
+/* 64 bytes for runs_bounded (tok_runs.h) as four 16-byte blocks. */
+K3_SIMD_INLINE struct k3_cut64 cut_classify(const uint8_t *s)
 {
-    uint32_t sp_run = 0, ns_run = 0, worst = 0;
-    size_t chars = 0, next = K3_TOK_MAX_SLICE_CHARS, nc = 0, i = 0;
-    for (; i + 64 <= n; i += 64) {
-        uint32_t sp = 0, ns = 0;
-        uint64_t cont = 0;
-        for (int k = 0; k < 4; k++) {
-            struct k3_cut_blk b = k3_cut_blk16(s + i + 16 * (size_t)k);
-            sp |= b.sp;
-            ns |= b.ns;
-            cont |= (uint64_t)b.cont << 16 * k;
-        }
-        sp_run = sp ? 0 : sp_run + 1;
-        ns_run = ns ? 0 : ns_run + 1;
-        uint32_t m = sp_run > ns_run ? sp_run : ns_run;
-        worst = m > worst ? m : worst;
-        if (cuts) {
-            uint64_t starts = ~cont;
-            size_t c = (size_t)k3_popcount64(starts);
-            if (chars + c > next) { /* code point `next` starts in this block */
-                for (size_t k = next - chars; k; k--) starts &= starts - 1;
-                cuts[nc++] = i + (size_t)__builtin_ctzll(starts);
-                next += K3_TOK_MAX_SLICE_CHARS;
-            }
-            chars += c;
-        }
+    struct k3_cut64 r = {0, 0, 0};
+    for (int k = 0; k < 4; k++) {
+        struct k3_cut_blk b = k3_cut_blk16(s + 16 * k);
+        r.sp |= b.sp != 0;
+        r.ns |= b.ns != 0;
+        r.cont |= (uint64_t)b.cont << 16 * k;
     }
-    for (; cuts && i < n; i++) {
-        if ((s[i] & 0xC0) == 0x80) continue;
-        if (chars++ == next) {
-            cuts[nc++] = i;
-            next += K3_TOK_MAX_SLICE_CHARS;
-        }
-    }
-    *n_cuts = nc;
-    return worst <= RUN_BLOCKS;
+    return r;
 }
 
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
@@ -281,7 +246,11 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
         cuts = malloc(sizeof(size_t) * (n / K3_TOK_MAX_SLICE_CHARS + 1));
         K3_CHECK(cuts, "out of memory");
     }
-    int bounded = runs_bounded(s, n, cuts, &n_cuts);
+    int bounded =
+#if K3_TOK_HAVE_AVX512
+        t->avx512 ? k3_runs_bounded_avx512(s, n, cuts, &n_cuts) :
+#endif
+        runs_bounded(s, n, cuts, &n_cuts);
     if (bounded) {
         size_t a = 0;
         for (size_t c = 0; c < n_cuts; c++) {
@@ -491,7 +460,11 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     const uint8_t *s = (const uint8_t *)text;
     uint8_t *clean = NULL;
     int mt = pool && pool->n_threads > 1 && len >= MT_MIN_BYTES;
-    size_t valid = mt && utf8_valid_parallel(s, len, pool) ? len : k3_utf8_valid_prefix(s, len);
+    size_t valid = mt && utf8_valid_parallel(s, len, pool) ? len
+#if K3_TOK_HAVE_AVX512
+                   : t->avx512 ? k3_utf8_valid_prefix_avx512(s, len)
+#endif
+                   : k3_utf8_valid_prefix(s, len);
     if (valid < len) {
         clean = utf8_sanitize(s, len, valid, &len);
         s = clean;

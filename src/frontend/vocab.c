@@ -685,6 +685,19 @@ out:
     return rc;
 }
 
+int k3_tok_avx512(void)
+{
+#if K3_TOK_HAVE_AVX512
+    const char *e = getenv("K3_TOK_SIMD");
+    if (e && !strcmp(e, "base")) return 0;
+    /* libgcc's CPU model: set from CPUID, and only when the OS saves the AVX-512 state */
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
+}
+
 int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *config_path,
                       struct k3_err *err)
 {
@@ -696,6 +709,7 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         k3_tok_free(t);
         return -1;
     }
+    t->avx512 = k3_tok_avx512();
     *out = t;
     return 0;
 }

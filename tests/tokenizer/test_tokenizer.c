@@ -100,6 +100,10 @@ static char *repeat(const char *unit, size_t n_units)
     return s;
 }
 
+/* The builds of the encoder's byte scans this machine runs (tok_internal.h): the base one,
+ * and the AVX-512BW one where the CPU has it. Tests that loop over them set tok->avx512. */
+static int n_builds(void) { return 1 + k3_tok_avx512(); }
+
 static void encode_str(const char *s, size_t n, struct k3_pool *pool, struct k3_tok_ids *out)
 {
     memset(out, 0, sizeof *out);
@@ -209,6 +213,78 @@ static void test_simd_blocks(void)
     CHECK_MSG(n_han == 0x9FFF - 0x4E00 + 1 && n_both == 11136 + 86 + 94 && n_punct == 21 + 3 + 10 + 15 + 7 &&
               n_lat == 64 - 2 + 96,
               "masks cover %d Han, %d Hangul/kana, %d punctuation, %d 2-byte letters", n_han, n_both, n_punct, n_lat);
+}
+
+/* The pre-tokenizer's batches (64-byte windows, pretok_fast.h) in every build this machine
+ * runs, against the piece-at-a-time scanner (k3_pretok_next), on texts of characters at the
+ * edges of the window masks' ranges (unicode_simd.h) mixed with ASCII words, digits, blanks,
+ * CR/LF, contractions and other code points; each text ends where its allocation ends
+ * (AddressSanitizer: the windows' loads stay inside). Batch sizes vary, so batches end
+ * inside windows too. */
+static size_t put_cp(uint8_t *o, uint32_t cp)
+{
+    if (cp < 0x80) return o[0] = (uint8_t)cp, 1;
+    if (cp < 0x800) return o[0] = (uint8_t)(0xC0 | cp >> 6), o[1] = (uint8_t)(0x80 | (cp & 63)), 2;
+    if (cp < 0x10000)
+        return o[0] = (uint8_t)(0xE0 | cp >> 12), o[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+               o[2] = (uint8_t)(0x80 | (cp & 63)), 3;
+    return o[0] = (uint8_t)(0xF0 | cp >> 18), o[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
+           o[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), o[3] = (uint8_t)(0x80 | (cp & 63)), 4;
+}
+
+static void test_scan_builds(void)
+{
+    static const uint32_t edges[] = {0xBF, 0xC0, 0xD6, 0xD7, 0xD8, 0xDE, 0xDF, 0xF6, 0xF7, 0xF8, 0xFF,
+                                     0x100, 0x17F, 0x3FF, 0x400, 0x42F, 0x430, 0x45F, 0x460, 0x301,
+                                     0x2012, 0x2013, 0x2027, 0x2028, 0x3000, 0x3001, 0x3003, 0x3004,
+                                     0x3007, 0x3008, 0x3011, 0x3012, 0x3040, 0x3041, 0x3096, 0x3097,
+                                     0x30A0, 0x30A1, 0x30FB, 0x30FC, 0x30FF, 0x3100, 0x4DFF, 0x4E00,
+                                     0x9FFF, 0xA000, 0xABFF, 0xAC00, 0xD77F, 0xD780, 0xFF00, 0xFF01,
+                                     0xFF0F, 0xFF10, 0xFF19, 0xFF1A, 0xFF20, 0xFF21, 0x1F600, 0x85, 0xA0};
+    static const char *ascii[] = {" the", "Word", "'s", "'LL", "'re", " 123", "4567", "\r\n", "\n\n",
+                                  "   ", "\t", " .", "!!", "x", "ABC", "a'", "\x1c", "\v", " 'd", "- "};
+    int bad = 0, n_cases = 0;
+    size_t ref[4096], got[4096];
+    for (int k = 0; k < 3000; k++) {
+        uint8_t tmp[4200];
+        size_t n = 0, len = 1 + rnd() % (k % 3 ? 300 : 4000);
+        int mix = (int)(rnd() % 4); /* 0: mostly ASCII ... 3: mostly the masks' edges */
+        while (n < len) {
+            uint32_t r = rnd() % 8;
+            if ((int)r >= 2 + 2 * mix) {
+                const char *a = ascii[rnd() % (sizeof ascii / sizeof ascii[0])];
+                memcpy(tmp + n, a, strlen(a));
+                n += strlen(a);
+            } else if (r & 1) {
+                n += put_cp(tmp + n, edges[rnd() % (sizeof edges / sizeof edges[0])]);
+            } else {
+                uint32_t cp = rnd() % 0x10000;
+                if (cp >= 0xD800 && cp < 0xE000) cp = 'q';
+                n += put_cp(tmp + n, cp);
+            }
+        }
+        uint8_t *text = malloc(n);
+        memcpy(text, tmp, n);
+        size_t nr = 0;
+        for (size_t p = 0; p < n; p = ref[nr++]) ref[nr] = k3_pretok_next(text, p, n);
+        for (int b = 0; b < n_builds(); b++) {
+            size_t ng = 0, p = 0, max = 1 + rnd() % 300;
+            while (p < n) {
+                size_t m =
+#if K3_TOK_HAVE_AVX512
+                    b ? k3_pretok_batch_avx512(text, p, n, got + ng, max) :
+#endif
+                    k3_pretok_batch_base(text, p, n, got + ng, max);
+                ng += m;
+                p = got[ng - 1];
+            }
+            bad += ng != nr || memcmp(got, ref, nr * sizeof ref[0]);
+            n_cases++;
+        }
+        free(text);
+    }
+    CHECK_MSG(bad == 0, "%d of %d texts: the batched pre-tokenizer's pieces differ from the scanner's",
+              bad, n_cases);
 }
 
 /* The wrapper's cuts on multi-byte runs, which the 16-byte blocks count by lead bytes:
@@ -327,9 +403,14 @@ static void test_cuts_random(void)
             cls ^= 1;
         }
         size_t n_ends;
-        bad += differs_from_ref_cuts(text, n, ends, &n_ends);
+        for (int b = 0; b < n_builds(); b++) {
+            tok->avx512 = b;
+            bad += differs_from_ref_cuts(text, n, ends, &n_ends);
+        }
+        tok->avx512 = k3_tok_avx512();
     }
-    CHECK_MSG(bad == 0, "%d of 12 texts encode differently from their reference substrings", bad);
+    CHECK_MSG(bad == 0, "%d of 12 texts (x %d builds) encode differently from their reference substrings",
+              bad, n_builds());
     free(text);
     free(ends);
 }
@@ -381,10 +462,14 @@ static void test_cuts_one_long_run(void)
                 for (size_t i = 0; i < lens[li]; i++)
                     text[n++] = blank ? (rnd() % 4 ? ' ' : '\t') : (uint8_t)('a' + rnd() % 26);
                 for (size_t i = 0; i < 40; i++) text[n++] = i % 5 == 4 ? ' ' : 'z';
-                size_t n_ends;
-                int differs = differs_from_ref_cuts(text, n, ends, &n_ends);
-                bad += n_ends < 2 || differs;
-                n_cases++;
+                for (int b = 0; b < n_builds(); b++) {
+                    tok->avx512 = b;
+                    size_t n_ends;
+                    int differs = differs_from_ref_cuts(text, n, ends, &n_ends);
+                    bad += n_ends < 2 || differs;
+                    n_cases++;
+                }
+                tok->avx512 = k3_tok_avx512();
             }
     CHECK_MSG(bad == 0, "%d of %d texts with one run over the limit encode differently from their "
                         "reference substrings", bad, n_cases);
@@ -410,10 +495,10 @@ static void test_utf8_blocks(void)
                                   "\xE0\xA0\x80", "\xF4\x8F\xBF\xBF", "\xF0\x90\x80\x80"};
     static const char *defects[] = {"\xC0\x80", "\xED\xA0\x80", "\xE0\x9F\xBF", "\xF0\x8F\xBF\xBF",
                                     "\xF4\x90\x80\x80", "\xE4\xB8", "\x80", "\xF5", "\xFF", "\xC2"};
-    uint8_t buf[256];
+    uint8_t buf[720];
     int bad = 0, n_cases = 0;
     for (int k = 0; k < 20000; k++) {
-        size_t n = 0, len = 20 + rnd() % 200;
+        size_t n = 0, len = 20 + rnd() % (k & 1 ? 200 : 690);
         while (n < len) {
             const char *u = units[rnd() % 8];
             memcpy(buf + n, u, strlen(u));
@@ -426,10 +511,14 @@ static void test_utf8_blocks(void)
             if (at + dl <= sizeof buf) memcpy(buf + at, d, dl);
             if (at + dl > n && at + dl <= sizeof buf) n = at + dl;
         }
-        bad += k3_utf8_valid_prefix(buf, n) != ref_valid_prefix(buf, n);
+        size_t want = ref_valid_prefix(buf, n);
+        bad += k3_utf8_valid_prefix(buf, n) != want;
+#if K3_TOK_HAVE_AVX512
+        if (n_builds() == 2) bad += k3_utf8_valid_prefix_avx512(buf, n) != want;
+#endif
         n_cases++;
     }
-    CHECK_MSG(bad == 0, "%d of %d texts: SIMD UTF-8 check differs", bad, n_cases);
+    CHECK_MSG(bad == 0, "%d of %d texts (x %d builds): SIMD UTF-8 check differs", bad, n_cases, n_builds());
     bad = 0;
     for (int k = 0; k < 200000; k++) {
         uint8_t b[32];
@@ -797,6 +886,7 @@ int main(void)
     test_modes();
     test_cuts();
     test_simd_blocks();
+    test_scan_builds();
     test_cuts_multibyte();
     test_cuts_random();
     test_cuts_one_long_run();
