@@ -269,9 +269,10 @@ struct k3_bpe_cache {
     uint32_t long_mask;
 };
 
-/* Prefetch hints (a GCC/Clang builtin on every target; a no-op elsewhere): BPE of a piece
- * looks up many independent pairs, each a likely cache miss in the big tables; touching
- * them all first lets the misses overlap instead of running one after another. */
+/* Prefetch hints (an asm prefetch on x86-64 and aarch64, the GCC/Clang builtin on other
+ * targets, a no-op elsewhere): BPE of a piece looks up many independent pairs, each a likely
+ * cache miss in the big tables; touching them all first lets the misses overlap instead of
+ * running one after another. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 /* An asm statement, not __builtin_prefetch: GCC 12 deletes a loop whose only effect is that
  * builtin (every prefetch loop of bpe.c was missing from the binary). */

@@ -215,23 +215,24 @@ static void test_simd_blocks(void)
               "masks cover %d Han, %d Hangul/kana, %d punctuation, %d 2-byte letters", n_han, n_both, n_punct, n_lat);
 }
 
+/* The UTF-8 bytes of code point c at o; their count. */
+static size_t utf8_put(uint8_t *o, uint32_t c)
+{
+    if (c < 0x80) return o[0] = (uint8_t)c, 1;
+    if (c < 0x800) return o[0] = (uint8_t)(0xC0 | c >> 6), o[1] = (uint8_t)(0x80 | (c & 63)), 2;
+    if (c < 0x10000)
+        return o[0] = (uint8_t)(0xE0 | c >> 12), o[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
+               o[2] = (uint8_t)(0x80 | (c & 63)), 3;
+    return o[0] = (uint8_t)(0xF0 | c >> 18), o[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
+           o[2] = (uint8_t)(0x80 | (c >> 6 & 63)), o[3] = (uint8_t)(0x80 | (c & 63)), 4;
+}
+
 /* The pre-tokenizer's batches (64-byte windows, pretok_fast.h) in every build this machine
  * runs, against the piece-at-a-time scanner (k3_pretok_next), on texts of characters at the
  * edges of the window masks' ranges (unicode_simd.h) mixed with ASCII words, digits, blanks,
  * CR/LF, contractions and other code points; each text ends where its allocation ends
  * (AddressSanitizer: the windows' loads stay inside). Batch sizes vary, so batches end
  * inside windows too. */
-static size_t put_cp(uint8_t *o, uint32_t cp)
-{
-    if (cp < 0x80) return o[0] = (uint8_t)cp, 1;
-    if (cp < 0x800) return o[0] = (uint8_t)(0xC0 | cp >> 6), o[1] = (uint8_t)(0x80 | (cp & 63)), 2;
-    if (cp < 0x10000)
-        return o[0] = (uint8_t)(0xE0 | cp >> 12), o[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
-               o[2] = (uint8_t)(0x80 | (cp & 63)), 3;
-    return o[0] = (uint8_t)(0xF0 | cp >> 18), o[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
-           o[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), o[3] = (uint8_t)(0x80 | (cp & 63)), 4;
-}
-
 static void test_scan_builds(void)
 {
     static const uint32_t edges[] = {0xBF, 0xC0, 0xD6, 0xD7, 0xD8, 0xDE, 0xDF, 0xF6, 0xF7, 0xF8, 0xFF,
@@ -256,11 +257,11 @@ static void test_scan_builds(void)
                 memcpy(tmp + n, a, strlen(a));
                 n += strlen(a);
             } else if (r & 1) {
-                n += put_cp(tmp + n, edges[rnd() % (sizeof edges / sizeof edges[0])]);
+                n += utf8_put(tmp + n, edges[rnd() % (sizeof edges / sizeof edges[0])]);
             } else {
                 uint32_t cp = rnd() % 0x10000;
                 if (cp >= 0xD800 && cp < 0xE000) cp = 'q';
-                n += put_cp(tmp + n, cp);
+                n += utf8_put(tmp + n, cp);
             }
         }
         uint8_t *text = malloc(n);
@@ -606,18 +607,6 @@ static void test_bpe_ascii(void)
         n_cases++;
     }
     CHECK_MSG(bad == 0, "%d of %d ASCII pieces differ from the reference merge", bad, n_cases);
-}
-
-/* The UTF-8 bytes of code point c at o; their count. */
-static size_t utf8_put(uint8_t *o, uint32_t c)
-{
-    if (c < 0x80) return o[0] = (uint8_t)c, 1;
-    if (c < 0x800) return o[0] = (uint8_t)(0xC0 | c >> 6), o[1] = (uint8_t)(0x80 | (c & 63)), 2;
-    if (c < 0x10000)
-        return o[0] = (uint8_t)(0xE0 | c >> 12), o[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
-               o[2] = (uint8_t)(0x80 | (c & 63)), 3;
-    return o[0] = (uint8_t)(0xF0 | c >> 18), o[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
-           o[2] = (uint8_t)(0x80 | (c >> 6 & 63)), o[3] = (uint8_t)(0x80 | (c & 63)), 4;
 }
 
 /* Multi-byte pieces (bpe_chars.c: characters first, segment cuts, the segment memo) against
