@@ -214,6 +214,7 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
         memo_free(&c->segs);
     }
     free(c->longs);
+    free(c->long_tags);
     memset(c, 0, sizeof *c);
 }
 
@@ -258,24 +259,29 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     uint64_t w0 = k3_tok_word(s, n, avail);
     uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
     if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
-    if (n > K3_MEMO_BYTES) { /* two ways: a new entry goes first */
+    if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
-            cache->longs = calloc(((size_t)cache->long_mask + 1) * 2, sizeof *cache->longs);
-            K3_CHECK(cache->longs, "out of memory");
+            size_t ways = ((size_t)cache->long_mask + 1) * 2;
+            cache->longs = malloc(ways * sizeof *cache->longs);
+            cache->long_tags = calloc(ways, sizeof *cache->long_tags);
+            K3_CHECK(cache->longs && cache->long_tags, "out of memory");
         }
-        struct k3_long_cache_entry *e = &cache->longs[(size_t)((uint32_t)(h >> 20) & cache->long_mask) * 2];
+        size_t set = (size_t)((uint32_t)(h >> 20) & cache->long_mask) * 2;
+        uint32_t tag = (uint32_t)(h >> 40) << 8 | (uint32_t)n, *tags = cache->long_tags + set;
+        struct k3_long_cache_entry *e = cache->longs + set;
         for (int k = 0; k < 2; k++)
-            if (e[k].len == n && !memcmp(e[k].key, s, n)) {
+            if (tags[k] == tag && e[k].len == n && !memcmp(e[k].key, s, n)) {
                 memcpy(out, e[k].ids, sizeof(int32_t) * e[k].n_ids);
                 return e[k].n_ids;
             }
         size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
         if (m <= K3_LONG_CACHE_IDS) {
-            e[1] = e[0];
-            e[0].len = (uint16_t)n;
-            e[0].n_ids = (uint16_t)m;
-            memcpy(e[0].ids, out, m * sizeof(int32_t));
-            memcpy(e[0].key, s, n);
+            int k = !tags[0] ? 0 : !tags[1] ? 1 : (int)(h >> 39 & 1);
+            tags[k] = tag;
+            e[k].len = (uint16_t)n;
+            e[k].n_ids = (uint16_t)m;
+            memcpy(e[k].ids, out, m * sizeof(int32_t));
+            memcpy(e[k].key, s, n);
         }
         return m;
     }

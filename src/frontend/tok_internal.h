@@ -250,7 +250,9 @@ struct k3_memo {
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
- * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line). */
+ * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line), and
+ * a tag per way in a small array of its own (length and 24 hash bits; 0 = empty): a lookup
+ * reads an entry only when its tag matches, so a first occurrence costs no entry line. */
 #define K3_LONG_CACHE_BYTES 48
 #define K3_LONG_CACHE_IDS 14
 struct k3_long_cache_entry {
@@ -266,6 +268,7 @@ struct k3_bpe_cache {
     struct k3_memo segs;    /* segments' merges (bpe_chars), never the whole-token shortcut */
     int on;                 /* 0: the vocabulary's ids do not fit the memos */
     struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
+    uint32_t *long_tags;    /* [(long_mask + 1) * 2] */
     uint32_t long_mask;
 };
 
