@@ -270,7 +270,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
         uint32_t tag = (uint32_t)(h >> 40) << 8 | (uint32_t)n, *tags = cache->long_tags + set;
         struct k3_long_cache_entry *e = cache->longs + set;
         for (int k = 0; k < 2; k++)
-            if (tags[k] == tag && e[k].len == n && !memcmp(e[k].key, s, n)) {
+            if (tags[k] == tag && !memcmp(e[k].key, s, n)) { /* equal tags: equal lengths */
                 memcpy(out, e[k].ids, sizeof(int32_t) * e[k].n_ids);
                 return e[k].n_ids;
             }
@@ -278,8 +278,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
         if (m <= K3_LONG_CACHE_IDS) {
             int k = !tags[0] ? 0 : !tags[1] ? 1 : (int)(h >> 39 & 1);
             tags[k] = tag;
-            e[k].len = (uint16_t)n;
-            e[k].n_ids = (uint16_t)m;
+            e[k].n_ids = (uint32_t)m;
             memcpy(e[k].ids, out, m * sizeof(int32_t));
             memcpy(e[k].key, s, n);
         }

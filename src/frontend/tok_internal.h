@@ -250,15 +250,14 @@ struct k3_memo {
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
- * bytes for an exact compare: 2 ways of 128 bytes (key and length in the first line), and
- * a tag per way in a small array of its own (length and 24 hash bits; 0 = empty): a lookup
+ * bytes for an exact compare: 2 ways of 128 bytes (the key in the first line), and a tag
+ * per way in a small array of its own (24 hash bits and the length; 0 = empty): a lookup
  * reads an entry only when its tag matches, so a first occurrence costs no entry line. */
 #define K3_LONG_CACHE_BYTES 48
 #define K3_LONG_CACHE_IDS 14
 struct k3_long_cache_entry {
-    uint8_t key[K3_LONG_CACHE_BYTES];
-    uint16_t len;      /* 0 = empty */
-    uint16_t n_ids;
+    uint8_t key[K3_LONG_CACHE_BYTES]; /* its length is in the way's tag */
+    uint32_t n_ids;
     int32_t ids[K3_LONG_CACHE_IDS];
     uint8_t pad[128 - K3_LONG_CACHE_BYTES - 4 - 4 * K3_LONG_CACHE_IDS];
 };
