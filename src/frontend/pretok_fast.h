@@ -16,7 +16,8 @@
  * than the 8-byte runs below). */
 #define K3_LETTERS_SIMD (K3_BLK_SIMD[0] != 'n')
 
-/* ASCII flags (the same bits as the Unicode table), filled by the rules above. */
+/* ASCII flags (the same bits as the Unicode table), filled by the rules of the pattern
+ * (pretok.c). */
 #define A_L (K3_UC_L)
 #define A_UP (K3_UC_UP | K3_UC_L)
 #define A_LO (K3_UC_LO | K3_UC_L)

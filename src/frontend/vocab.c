@@ -217,19 +217,22 @@ out:
     return rc;
 }
 
-/* The lookup tables are probed at random, megabytes of them: zeroed, and on 2 MiB pages
- * where the kernel has transparent huge pages (madvise mode included), since a probe that
- * misses the TLB costs a page walk on top of the cache miss (the GPU machine's host: long_1m
- * -5%, every input -1..7%). Sizes from 1 MiB; free() releases them. */
-static void *table_alloc(size_t bytes)
+/* The lookup tables are probed at random, megabytes of them: every byte set to fill, and on
+ * 2 MiB pages where the kernel has transparent huge pages (madvise mode included), since a
+ * probe that misses the TLB costs a page walk on top of the cache miss (the GPU machine's
+ * host: long_1m -5%, every input -1..7%). Sizes from 1 MiB; free() releases them. */
+static void *table_alloc(size_t bytes, int fill)
 {
     size_t huge = (size_t)2 << 20, r = (bytes + huge - 1) & ~(huge - 1);
     void *p = NULL;
-    if (bytes < huge / 2 || posix_memalign(&p, huge, r)) return calloc(1, bytes);
+    if (bytes >= huge / 2 && !posix_memalign(&p, huge, r)) {
 #ifdef MADV_HUGEPAGE
-    madvise(p, r, MADV_HUGEPAGE);
+        madvise(p, r, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, r);
+    } else if (!(p = malloc(r = bytes))) {
+        return NULL;
+    }
+    memset(p, fill, r);
     return p;
 }
 
@@ -240,14 +243,14 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         return k3_err_set(err, "%s: %u ranks; at most %u fit the pair table", path, n,
                           (1u << 20) - K3_TOK_N_SPECIAL - 1);
     t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
-    t->pieces = table_alloc(((size_t)t->piece_mask + 1) * sizeof *t->pieces);
+    t->pieces = table_alloc(((size_t)t->piece_mask + 1) * sizeof *t->pieces, 0);
     /* the small tables (1.6 MiB, the ones most probed) share one allocation: one huge page */
     t->bigram_rank_mask = (1u << 10) - 1; /* 8 KiB: about 300 pairs for the Kimi vocabulary */
     size_t sizes[] = {(1u << 20) / 8, K3_PAIR_FILTER_WORDS * 8, 65536 * 4, 128 * 128 * 4,
                       65536 * 8, 65536 * 4, K3_BIGRAM_WORDS * 8, ((size_t)t->bigram_rank_mask + 1) * 8};
     size_t total = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) total += sizes[k];
-    uint8_t *arena = t->tables = table_alloc(total);
+    uint8_t *arena = t->tables = table_alloc(total, 0);
     if (!t->pieces || !arena) return k3_err_set(err, "out of memory");
     t->piece_filter = (uint64_t *)arena, arena += sizes[0];
     t->pair_filter = (uint64_t *)arena, arena += sizes[1];
@@ -288,9 +291,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             t->pair_mask = pow2_at_least(n_pairs * 3 / 2) - 1;
-            t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
+            t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
             if (!t->pairs) return k3_err_set(err, "out of memory");
-            memset(t->pairs, 0xFF, sizeof(uint64_t) * ((size_t)t->pair_mask + 1));
         }
         for (uint32_t r = 0; r < n; r++) {
             const uint8_t *s = t->bytes + t->off[r];
