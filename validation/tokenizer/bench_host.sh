@@ -20,7 +20,9 @@ mkdir -p "$O" /tmp/pk
 export PYTHONPATH=/tmp/pk
 M=$C/data/kimi-tokenizer/tiktoken.model
 K=$C/data/kimi-k3/tokenizer_config.json
-mapfile -t FILES < <(ls "$C"/inputs/*.txt)
+# INPUTS: the inputs to time, by name without .txt (default: all)
+mapfile -t FILES < <(if [ -n "${INPUTS:-}" ]; then for i in $INPUTS; do echo "$C/inputs/$i.txt"; done
+                     else ls "$C"/inputs/*.txt; fi)
 # Input by input, each binary and then tiktoken back to back: the host's load changes by the
 # minute, and the ratio to tiktoken is what the floor is about.
 for r in $(seq 1 "${ROUNDS:-3}"); do
