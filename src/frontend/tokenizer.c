@@ -422,10 +422,20 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
  * 0.42 ms on one thread and 0.14 ms in 1 KiB chunks on 16 (0.19 ms in 4 KiB chunks, and the
  * same one-thread time at the old 64 KiB floor); 200K-token and larger texts are not
  * affected (their chunks are far above the minimum). */
+/* The length of s's valid UTF-8 prefix, by the build the tokenizer chose at load. */
+static size_t utf8_valid_prefix(const struct k3_tok *t, const uint8_t *s, size_t n)
+{
+#if K3_TOK_HAVE_AVX512
+    if (t->avx512) return k3_utf8_valid_prefix_avx512(s, n);
+#endif
+    return k3_utf8_valid_prefix(s, n);
+}
+
 #define MT_MIN_BYTES (16 * 1024)
 #define MT_MIN_CHUNK 1024
 
 struct mt_valid {
+    const struct k3_tok *t;
     const uint8_t *s;
     size_t n;
     int n_parts;
@@ -440,15 +450,16 @@ static void mt_valid_worker(void *ctx, int64_t begin, int64_t end, int worker)
         size_t a = v->n * (size_t)k / (size_t)v->n_parts, b = v->n * (size_t)(k + 1) / (size_t)v->n_parts;
         for (int i = 0; i < 3 && a < v->n && a && (v->s[a] & 0xC0) == 0x80; i++) a++;
         for (int i = 0; i < 3 && b < v->n && (v->s[b] & 0xC0) == 0x80; i++) b++;
-        if (a < b && k3_utf8_valid_prefix(v->s + a, b - a) != b - a) atomic_store(&v->bad, 1);
+        if (a < b && utf8_valid_prefix(v->t, v->s + a, b - a) != b - a) atomic_store(&v->bad, 1);
     }
 }
 
 /* All of s valid UTF-8? Checked in parts on the pool; a part that starts inside a sequence
  * (more than 3 continuation bytes in a row) fails, so any doubt goes the serial way. */
-static int utf8_valid_parallel(const uint8_t *s, size_t n, struct k3_pool *pool)
+static int utf8_valid_parallel(const struct k3_tok *t, const uint8_t *s, size_t n,
+                               struct k3_pool *pool)
 {
-    struct mt_valid v = {s, n, pool->n_threads, 0};
+    struct mt_valid v = {t, s, n, pool->n_threads, 0};
     atomic_init(&v.bad, 0);
     k3_pool_for(pool, pool->n_threads, mt_valid_worker, &v);
     return !atomic_load(&v.bad);
@@ -460,11 +471,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     const uint8_t *s = (const uint8_t *)text;
     uint8_t *clean = NULL;
     int mt = pool && pool->n_threads > 1 && len >= MT_MIN_BYTES;
-    size_t valid = mt && utf8_valid_parallel(s, len, pool) ? len
-#if K3_TOK_HAVE_AVX512
-                   : t->avx512 ? k3_utf8_valid_prefix_avx512(s, len)
-#endif
-                   : k3_utf8_valid_prefix(s, len);
+    size_t valid = mt && utf8_valid_parallel(t, s, len, pool) ? len : utf8_valid_prefix(t, s, len);
     if (valid < len) {
         clean = utf8_sanitize(s, len, valid, &len);
         s = clean;
