@@ -231,6 +231,25 @@ K3_SIMD_INLINE struct k3_cut64 cut_classify(const uint8_t *s)
     return r;
 }
 
+/* runs_bounded by the build the tokenizer chose at load. */
+static int runs_bounded_by(const struct k3_tok *t, const uint8_t *s, size_t n, size_t *cuts,
+                           size_t *n_cuts)
+{
+#if K3_TOK_HAVE_AVX512
+    if (t->avx512) return k3_runs_bounded_avx512(s, n, cuts, n_cuts);
+#endif
+    return runs_bounded(s, n, cuts, n_cuts);
+}
+
+/* The length of s's valid UTF-8 prefix, by the build the tokenizer chose at load. */
+static size_t utf8_valid_prefix(const struct k3_tok *t, const uint8_t *s, size_t n)
+{
+#if K3_TOK_HAVE_AVX512
+    if (t->avx512) return k3_utf8_valid_prefix_avx512(s, n);
+#endif
+    return k3_utf8_valid_prefix(s, n);
+}
+
 /* tokenization_kimi.py encode(): slices of 400,000 code points, each cut so that no run of
  * isspace / non-isspace code points is longer than 25,000. When runs_bounded, only the
  * slices cut (runs inside a slice are parts of the text's runs). Otherwise, blocks of 16
@@ -246,11 +265,7 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
         cuts = malloc(sizeof(size_t) * (n / K3_TOK_MAX_SLICE_CHARS + 1));
         K3_CHECK(cuts, "out of memory");
     }
-    int bounded =
-#if K3_TOK_HAVE_AVX512
-        t->avx512 ? k3_runs_bounded_avx512(s, n, cuts, &n_cuts) :
-#endif
-        runs_bounded(s, n, cuts, &n_cuts);
+    int bounded = runs_bounded_by(t, s, n, cuts, &n_cuts);
     if (bounded) {
         size_t a = 0;
         for (size_t c = 0; c < n_cuts; c++) {
@@ -422,15 +437,6 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
  * 0.42 ms on one thread and 0.14 ms in 1 KiB chunks on 16 (0.19 ms in 4 KiB chunks, and the
  * same one-thread time at the old 64 KiB floor); 200K-token and larger texts are not
  * affected (their chunks are far above the minimum). */
-/* The length of s's valid UTF-8 prefix, by the build the tokenizer chose at load. */
-static size_t utf8_valid_prefix(const struct k3_tok *t, const uint8_t *s, size_t n)
-{
-#if K3_TOK_HAVE_AVX512
-    if (t->avx512) return k3_utf8_valid_prefix_avx512(s, n);
-#endif
-    return k3_utf8_valid_prefix(s, n);
-}
-
 #define MT_MIN_BYTES (16 * 1024)
 #define MT_MIN_CHUNK 1024
 
