@@ -284,7 +284,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
         }
         return m;
     }
-    /* a miss of the memo (bpe_piece looked): merge, and remember */
+    /* a miss of the memo (k3_bpe_pieces or bpe_piece looked): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
     size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
     memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out, m);
@@ -319,27 +319,57 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out)
 {
     int32_t *o = out;
-    /* A piece of up to 8 bytes in way 0 of its memo set (most pieces of ordinary text) right
-     * here: one load of its bytes, one multiply, one compare. p + 8 <= readable: the load
-     * stays in the buffer. */
-    const struct k3_memo *mm = cache && cache->on && K3_TOK_LE ? &cache->pieces : NULL;
     size_t readable = (size_t)(end - s);
+    if (!cache || !cache->on || !K3_TOK_LE || readable < 16) {
+        for (size_t i = 0; i < m; i++) {
+            o += bpe_piece(t, s + p, ends[i] - p, readable - p, cache, o);
+            p = ends[i];
+        }
+        return (size_t)(o - out);
+    }
+    /* The memo probe of every piece of up to 16 bytes, here, its words loaded once (16 bytes
+     * readable at p). A piece of up to 7 bytes in way 0 of its m8 set (most pieces of
+     * ordinary text): one load of its bytes, one multiply, one compare, one 8-byte store of
+     * its ids. The memo's fields in locals: the stores to out could alias the struct. */
+    static const uint64_t low_bytes[8] = {0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFF,
+                                          0xFFFFFFFFFFFF, 0xFFFFFFFFFFFFFF};
+    uint64_t *m8 = cache->pieces.m8, *m16 = cache->pieces.m16;
+    int shift8 = cache->pieces.shift8, shift16 = cache->pieces.shift16;
+    size_t last = readable - 16; /* the last p with 16 bytes readable */
     for (size_t i = 0; i < m; i++) {
-        size_t n = ends[i] - p;
-        if (mm && n <= 8 && p + 8 <= readable) {
-            uint64_t w;
-            memcpy(&w, s + p, 8);
-            w &= ~0ull >> (64 - 8 * n);
-            const uint64_t *set = memo_set8(mm, memo_hash(w, 0, n));
-            uint64_t v = set[1];
-            if (((set[0] ^ w) | ((v ^ n) & 15)) == 0) {
-                o += memo_ids8(v, o);
-                p = ends[i];
+        size_t e = ends[i], n = e - p, k = 0;
+        if (n <= 16 && p <= last) {
+            uint64_t w0, w1 = 0, h;
+            memcpy(&w0, s + p, 8);
+            if (n <= 7) {
+                w0 &= low_bytes[n];
+                uint64_t kk = memo_key8(w0, n);
+                h = memo_hash8(kk);
+                uint64_t *set = m8 + (size_t)(h >> shift8) * (2 * K3_MEMO_WAYS);
+                if (((set[0] ^ kk) << 2) == 0) {
+                    memcpy(o, set + 1, 8);
+                    o += set[0] >> 62;
+                    p = e;
+                    continue;
+                }
+                k = memo_get8(set, kk, o);
+            } else if (n > 8) {
+                memcpy(&w1, s + p + 8, 8);
+                w1 &= ~0ull >> (128 - 8 * n);
+                h = memo_hash(w0, w1, n);
+            } else {
+                h = memo_hash(w0, 0, n);
+            }
+            if (n > 7 || k == 3)
+                k = memo_get16(m16 + (size_t)(h >> shift16) * (4 * K3_MEMO_WAYS), w0, w1, n, o);
+            if (k) {
+                o += k;
+                p = e;
                 continue;
             }
         }
-        o += bpe_piece(t, s + p, n, (size_t)(end - (s + p)), cache, o);
-        p = ends[i];
+        o += piece_slow(t, s + p, n, readable - p, cache, o);
+        p = e;
     }
     return (size_t)(o - out);
 }

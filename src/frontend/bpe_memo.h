@@ -12,11 +12,21 @@
 #define ID_MASK ((1ull << K3_MEMO_ID_BITS) - 1)
 
 /* The memos' hash of a piece of up to 16 bytes (words w0, w1, length n): multiplicative, its
- * top bits pick the set (memo_set8, memo_set16); one multiply for up to 8 bytes (w1 = 0). */
+ * top bits pick the set (memo_set8, memo_set16); one multiply for up to 8 bytes (w1 = 0),
+ * where it is memo_hash8 of the piece's m8 key. */
+static inline uint64_t memo_hash8(uint64_t key) { return key * 0x9E3779B97F4A7C15ull; }
+
 static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
 {
-    return (w0 ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull ^ w1 * 0xBF58476D1CE4E5B9ull;
+    return memo_hash8(w0 ^ ((uint64_t)n << 56)) ^ w1 * 0xBF58476D1CE4E5B9ull;
 }
+
+/* The m8 key of a piece of up to 7 bytes (w0 its zero-padded word): its bytes and length
+ * (bits 56..58). An entry's first word is the key with the piece's id count (1 or 2) in bits
+ * 62..63, or with M8_IN_M16 set when it has more ids: then its entry is in m16, and the
+ * first word matches no key by the fast test of k3_bpe_pieces ((k0 ^ key) << 2 == 0). */
+#define M8_IN_M16 (1ull << 59)
+static inline uint64_t memo_key8(uint64_t w0, size_t n) { return w0 | (uint64_t)n << 56; }
 
 static inline uint64_t *memo_set8(const struct k3_memo *m, uint64_t h)
 {
@@ -42,36 +52,33 @@ static inline uint64_t memo_word1(const uint8_t *s, size_t n, size_t avail)
     return n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
 }
 
-/* An m8 entry's value v: its three id fields to out (room for 3), its id count returned. */
-static inline size_t memo_ids8(uint64_t v, int32_t *out)
+/* The piece of m8 key kk in its m8 set: its id count (1 or 2, out[0..2) written), 3 when its
+ * entry is in m16, or 0 when the set does not hold it; a hit in a later way swaps with the way
+ * before it. */
+static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
 {
-    out[0] = (int32_t)(v >> 6 & ID_MASK);
-    out[1] = (int32_t)(v >> 24 & ID_MASK);
-    out[2] = (int32_t)(v >> 42 & ID_MASK);
-    return (size_t)(v >> 4 & 3);
+    for (int k = 0; k < K3_MEMO_WAYS; k++) {
+        uint64_t k0 = set[2 * k];
+        if (((k0 ^ kk) & ~M8_IN_M16) << 2) continue;
+        uint64_t k1 = set[2 * k + 1];
+        if (k) { /* move up one way */
+            set[2 * k] = set[2 * k - 2];
+            set[2 * k + 1] = set[2 * k - 1];
+            set[2 * k - 2] = k0;
+            set[2 * k - 1] = k1;
+        }
+        if (k0 & M8_IN_M16) return 3;
+        out[0] = (int32_t)(uint32_t)k1;
+        out[1] = (int32_t)(k1 >> 32);
+        return (size_t)(k0 >> 62);
+    }
+    return 0;
 }
 
-/* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
+/* The ids of a piece (w0, w1, n) in its m16 set, or 0 when the set does not hold it; out has
  * room for 6 ids. */
-static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
-                              int32_t *out)
+static inline size_t memo_get16(uint64_t *set, uint64_t w0, uint64_t w1, size_t n, int32_t *out)
 {
-    if (n <= 8) {
-        uint64_t *set = memo_set8(m, h);
-        for (int k = 0; k < K3_MEMO_WAYS; k++) {
-            uint64_t v = set[2 * k + 1];
-            if (set[2 * k] != w0 || (v & 15) != n) continue;
-            if (k) { /* move up one way */
-                set[2 * k] = set[2 * k - 2];
-                set[2 * k + 1] = set[2 * k - 1];
-                set[2 * k - 2] = w0;
-                set[2 * k - 1] = v;
-            }
-            return memo_ids8(v, out);
-        }
-        return 0;
-    }
-    uint64_t *set = memo_set16(m, h);
     for (int k = 0; k < K3_MEMO_WAYS; k++) {
         uint64_t *e = set + 4 * k, v0 = e[2];
         if (e[0] != w0 || e[1] != w1 || (v0 & 31) != n) continue;
@@ -92,22 +99,33 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
     return 0;
 }
 
-/* Remembers ids[0..k) for the piece (w0, w1, n) of hash h, when they fit (k <= 3 ids for
- * pieces of up to 8 bytes, k <= 6 up to 16). */
+/* The ids of the piece (w0, w1, n) of hash h, or 0 when the memo does not hold it. out has
+ * room for 6 ids. */
+static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
+                              int32_t *out)
+{
+    if (n <= 7) {
+        size_t c = memo_get8(memo_set8(m, h), memo_key8(w0, n), out);
+        if (c != 3) return c;
+    }
+    return memo_get16(memo_set16(m, h), w0, w1, n, out);
+}
+
+/* Remembers ids[0..k) for the piece (w0, w1, n) of hash h, when they fit: in m8 up to 7 bytes
+ * and 2 ids, else in m16 up to 6 ids (with an M8_IN_M16 entry in m8 for a piece of up to 7). */
 static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t n, uint64_t h,
                             const int32_t *ids, size_t k)
 {
-    uint64_t id[6] = {0};
-    for (size_t i = 0; i < k && i < 6; i++) id[i] = (uint64_t)ids[i];
-    if (n <= 8) {
-        if (k > 3) return;
+    if (k > 6 || k == 0) return;
+    if (n <= 7) {
         uint64_t *set = memo_set8(m, h);
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
-        set[0] = w0;
-        set[1] = n | k << 4 | id[0] << 6 | id[1] << 24 | id[2] << 42;
-        return;
+        set[0] = memo_key8(w0, n) | (k <= 2 ? (uint64_t)k << 62 : M8_IN_M16);
+        set[1] = k <= 2 ? (uint32_t)ids[0] | (k == 2 ? (uint64_t)(uint32_t)ids[1] << 32 : 0) : 0;
+        if (k <= 2) return;
     }
-    if (k > 6) return;
+    uint64_t id[6] = {0};
+    for (size_t i = 0; i < k; i++) id[i] = (uint64_t)ids[i];
     uint64_t *set = memo_set16(m, h);
     memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
     set[0] = w0;
@@ -118,9 +136,10 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
 
 /* Sets of 64 and 128 bytes. m8: about one entry per 64 bytes of text (the text's distinct
  * pieces are far fewer), 16 .. 16384 sets, at most 1 MiB; m16 has half as many sets, 16 ..
- * 8192, at most 1 MiB: pieces of 9..16 bytes are the fewer (long_1m: 16.6k of its 41k
- * distinct pieces of 3..16 bytes). At half the sets its misses grow by 0.6% (+97 on long_1m)
- * and its footprint in L2 halves: long_1m ~4% faster (a quarter: +880 misses, no faster). */
+ * 8192, at most 1 MiB: longer pieces are the fewer (long_1m: 16.6k of its 41k distinct
+ * pieces of 3..16 bytes have 9..16). At half the sets its misses grew by 0.6% (+97 on
+ * long_1m) and its footprint in L2 halved: long_1m ~4% faster (a quarter: +880 misses, no
+ * faster). */
 static inline void memo_init(struct k3_memo *m, size_t text_bytes)
 {
     size_t sets = 16;

@@ -231,15 +231,18 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
  *
  * Two set-associative tables, 4 ways per set, keyed by the piece's zero-padded words and
  * its length (which determine a piece of up to 16 bytes exactly):
- *   m8:  pieces of 3..8 bytes, 16-byte entries {w0, v}, a set is one 64-byte line;
- *        v = len | n_ids << 4 | id0 << 6 | id1 << 24 | id2 << 42 (up to 3 ids);
- *   m16: pieces of 9..16 bytes, 32-byte entries {w0, w1, v0, v1}, a set is two lines (half
- *        as many sets as m8: see memo_init);
+ *   m8:  pieces of 1..7 bytes with 1 or 2 ids, 16-byte entries {k0, k1}, a set is one
+ *        64-byte line; k0 = w0 | len << 56 | n_ids << 62, k1 = id0 | id1 << 32, so that a
+ *        hit is one compare and one 8-byte store of the ids (bpe_memo.h, k3_bpe_pieces). A
+ *        piece of up to 7 bytes with more ids has an entry flagged M8_IN_M16 here and its
+ *        ids in m16;
+ *   m16: pieces of 8..16 bytes (and those), 32-byte entries {w0, w1, v0, v1}, a set is two
+ *        lines (half as many sets as m8: see memo_init);
  *        v0 = len | n_ids << 5 | id0 << 8 | id1 << 26 | id2 << 44, v1 = id3 | id4 << 18 |
  *        id5 << 36 (up to 6 ids).
- * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). v = 0 is
- * an empty entry (len 0 matches no piece). A new entry goes to way 0 and shifts the set;
- * a hit in a later way swaps with the way before it, so hot pieces stay. */
+ * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). An entry
+ * of zeros is empty (length 0 matches no piece). A new entry goes to way 0 and shifts the
+ * set; a hit in a later way swaps with the way before it, so hot pieces stay. */
 #define K3_MEMO_WAYS 4
 #define K3_MEMO_ID_BITS 18
 #define K3_MEMO_BYTES 16 /* longest piece a memo holds */

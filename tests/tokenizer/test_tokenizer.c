@@ -672,6 +672,47 @@ static void test_bpe_multibyte(void)
     CHECK_MSG(bad == 0, "%d of %d multi-byte pieces differ from the reference merge", bad, n_cases);
 }
 
+/* The memos of a whole encode (k3_bpe_pieces): words of one or two Hangul syllables after a
+ * space, repeated in random order, so that pieces come back from every way of a set, and
+ * from both tables: a piece of up to 7 bytes with more than two ids (rare syllables fall to
+ * bytes) keeps its ids in m16. The ids are each piece's reference merge, concatenated. */
+static void test_memo_pieces(void)
+{
+    enum { N_WORDS = 600, N_PIECES = 20000 };
+    static uint8_t words[N_WORDS][8];
+    static size_t word_len[N_WORDS];
+    int32_t ref[N_WORDS][8];
+    size_t ref_n[N_WORDS];
+    int many_short = 0;
+    for (int w = 0; w < N_WORDS; w++) {
+        size_t n = 0;
+        words[w][n++] = ' ';
+        for (int c = 0; c < 1 + w % 2; c++) n += utf8_put(words[w] + n, 0xAC00 + rnd() % 11172);
+        word_len[w] = n;
+        ref_n[w] = k3_bpe_piece_ref(tok, words[w], n, ref[w]);
+        many_short += n <= 7 && ref_n[w] > 2;
+    }
+    uint8_t *text = malloc((size_t)N_PIECES * 8 + 1);
+    int32_t *want = malloc(sizeof(int32_t) * N_PIECES * 8);
+    size_t len = 0, n_want = 0;
+    for (int i = 0; i < N_PIECES; i++) {
+        int w = (int)(rnd() % N_WORDS);
+        memcpy(text + len, words[w], word_len[w]);
+        len += word_len[w];
+        memcpy(want + n_want, ref[w], ref_n[w] * sizeof(int32_t));
+        n_want += ref_n[w];
+    }
+    struct k3_tok_ids ids = {0};
+    k3_tok_encode(tok, (const char *)text, len, K3_TOK_PLAIN, NULL, &ids);
+    CHECK_MSG(many_short > 10, "%d words of up to 7 bytes have more than two ids", many_short);
+    CHECK_MSG(ids.n == n_want && !memcmp(ids.ids, want, n_want * sizeof(int32_t)),
+              "encode of %zu repeated words: %zu ids, the pieces' merges give %zu", (size_t)N_PIECES,
+              ids.n, n_want);
+    k3_tok_ids_free(&ids);
+    free(text);
+    free(want);
+}
+
 /* Threads give the ids of one thread, on text with and without safe cut points. */
 static void test_threads(void)
 {
@@ -884,6 +925,7 @@ int main(void)
     test_bpe_paths();
     test_bpe_ascii();
     test_bpe_multibyte();
+    test_memo_pieces();
     test_threads();
     test_decode();
     test_invalid_input();
