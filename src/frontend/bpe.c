@@ -222,7 +222,7 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
  * One and two bytes come from the byte tables: the piece is a token, or its only pair is
  * not and it is two bytes. */
 static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
-                           size_t n, uint64_t w0, uint64_t h, int32_t *out)
+                           size_t n, uint64_t w0, uint64_t h, int valid, int32_t *out)
 {
     if (n <= 2) {
         uint32_t r = n == 1 ? t->byte_rank[s[0]] : t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
@@ -243,7 +243,7 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     }
     if (n > K3_BPE_SHORT) return bpe_long(t, s, n, out);
     for (size_t i = 0; i < n; i++)
-        if (s[i] >= 0x80) return k3_bpe_chars(t, c, s, n, out);
+        if (s[i] >= 0x80) return k3_bpe_chars(t, c, s, n, valid, out);
     return k3_bpe_ascii(t, s, n, out);
 }
 
@@ -254,11 +254,11 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
 __attribute__((noinline))
 #endif
 static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                         struct k3_bpe_cache *cache, int32_t *out)
+                         struct k3_bpe_cache *cache, int valid, int32_t *out)
 {
     uint64_t w0 = k3_tok_word(s, n, avail);
     uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
-    if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, out);
+    if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, valid, out);
     if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
             size_t ways = ((size_t)cache->long_mask + 1) * 2;
@@ -274,7 +274,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
                 memcpy(out, e[k].ids, sizeof(int32_t) * e[k].n_ids);
                 return e[k].n_ids;
             }
-        size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
+        size_t m = bpe_uncached(t, cache, s, n, w0, h, valid, out);
         if (m <= K3_LONG_CACHE_IDS) {
             int k = !tags[0] ? 0 : !tags[1] ? 1 : (int)(h >> 39 & 1);
             tags[k] = tag;
@@ -286,13 +286,13 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     }
     /* a miss of the memo (k3_bpe_pieces or bpe_piece looked): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
-    size_t m = bpe_uncached(t, cache, s, n, w0, h, out);
+    size_t m = bpe_uncached(t, cache, s, n, w0, h, valid, out);
     memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out, m);
     return m;
 }
 
 static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
-                               struct k3_bpe_cache *cache, int32_t *out)
+                               struct k3_bpe_cache *cache, int valid, int32_t *out)
 {
     /* Every piece of up to 16 bytes asks the memo first, single bytes, byte pairs and single
      * characters too: their own shortcuts (byte_rank, byte_pairs, char_info) are cheaper than
@@ -306,13 +306,13 @@ static inline size_t bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t 
         size_t m = memo_get(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out);
         if (m) return m;
     }
-    return piece_slow(t, s, n, avail, cache, out);
+    return piece_slow(t, s, n, avail, cache, valid, out);
 }
 
 size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t avail,
                     struct k3_bpe_cache *cache, int32_t *out)
 {
-    return bpe_piece(t, s, n, avail, cache, out);
+    return bpe_piece(t, s, n, avail, cache, 0, out);
 }
 
 size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
@@ -322,7 +322,7 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
     size_t readable = (size_t)(end - s);
     if (!cache || !cache->on || !K3_TOK_LE || readable < 16) {
         for (size_t i = 0; i < m; i++) {
-            o += bpe_piece(t, s + p, ends[i] - p, readable - p, cache, o);
+            o += bpe_piece(t, s + p, ends[i] - p, readable - p, cache, 1, o);
             p = ends[i];
         }
         return (size_t)(o - out);
@@ -368,7 +368,7 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
                 continue;
             }
         }
-        o += piece_slow(t, s + p, n, readable - p, cache, o);
+        o += piece_slow(t, s + p, n, readable - p, cache, 1, o);
         p = e;
     }
     return (size_t)(o - out);

@@ -202,19 +202,36 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
  * the pairs available on the other. A token spans X|Y either with X and Y whole in it (then
  * the pair X Y is in bigram_filter, a Bloom filter: false positives only keep a boundary) or
  * not (then split_rank of the two bytes at the boundary is a rank). Short segments repeat
- * (words) and come from the segment cache. */
+ * (words) and come from the segment cache. valid: s is valid UTF-8 (else it is checked). */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int32_t *out)
+                    int valid, int32_t *out)
 {
     uint32_t cps[K3_BPE_SHORT];
     uint8_t len[K3_BPE_SHORT];
     size_t k = 0;
     for (size_t i = 0; i < n; k++) {
-        /* 3-byte (lead E1..EF but ED: no narrower second-byte range) and 2-byte characters
-         * inline, the rest through the checker */
         uint32_t b0 = s[i], cp;
         size_t l;
-        if (i + 2 < n && (b0 - 0xE1 < 15) & (b0 != 0xED) &
+        /* valid UTF-8 (the encoder's text): the lead byte says the length, 3-byte characters
+         * (CJK) first; otherwise (k3_bpe_piece takes any bytes) 3-byte characters (lead
+         * E1..EF but ED: no narrower second-byte range) and 2-byte ones inline, the rest
+         * through the checker */
+        if (valid) {
+            if (b0 - 0xE0 < 16) {
+                cp = (b0 & 15) << 12 | (uint32_t)(s[i + 1] & 63) << 6 | (s[i + 2] & 63);
+                l = 3;
+            } else if (b0 < 0x80) {
+                cp = b0;
+                l = 1;
+            } else if (b0 < 0xE0) {
+                cp = (b0 & 31) << 6 | (s[i + 1] & 63);
+                l = 2;
+            } else {
+                cp = (b0 & 7) << 18 | (uint32_t)(s[i + 1] & 63) << 12 | (uint32_t)(s[i + 2] & 63) << 6 |
+                     (s[i + 3] & 63);
+                l = 4;
+            }
+        } else if (i + 2 < n && (b0 - 0xE1 < 15) & (b0 != 0xED) &
                              ((((uint32_t)s[i + 1] << 8 | s[i + 2]) & 0xC0C0) == 0x8080)) {
             cp = (b0 & 15) << 12 | (uint32_t)(s[i + 1] & 63) << 6 | (s[i + 2] & 63);
             l = 3;

@@ -338,7 +338,7 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 /* The merges inside bpe.c and bpe_chars.c: parts tok[0..m) (m <= K3_MERGE_LINEAR_MAX, the
  * arrays have room for K3_BPE_SHORT) with adjacent pair ranks rk[0..m-1) by linear scans;
  * any number of parts by a heap; a piece from its single bytes; a multi-byte piece
- * characters first (bpe_chars.c). */
+ * characters first (bpe_chars.c; valid: the piece is valid UTF-8, as the encoder's text is). */
 #define K3_BPE_SHORT 128        /* longest piece merged in stack arrays; bpe_long above */
 #define K3_MERGE_LINEAR_MAX 40  /* most parts for the linear-scan merge; the heap above */
 size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
@@ -346,7 +346,7 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int32_t *out);
+                    int valid, int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 
