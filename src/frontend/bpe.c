@@ -328,47 +328,50 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
         return (size_t)(o - out);
     }
     /* The memo probe of every piece of up to 16 bytes, here, its words loaded once (16 bytes
-     * readable at p). A piece of up to 7 bytes in way 0 of its m8 set (most pieces of
-     * ordinary text): one load of its bytes, one multiply, one compare, one 8-byte store of
-     * its ids. The memo's fields in locals: the stores to out could alias the struct. */
+     * readable at p). First the run of pieces of up to 7 bytes in way 0 of their m8 sets
+     * (most pieces of ordinary text): one load of the bytes, one multiply, one compare, one
+     * 8-byte store of the ids; a loop of its own, which keeps few values live (the memo's
+     * fields in locals: the stores to out could alias the struct). */
     static const uint64_t low_bytes[8] = {0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFF,
                                           0xFFFFFFFFFFFF, 0xFFFFFFFFFFFFFF};
-    uint64_t *m8 = cache->pieces.m8, *m16 = cache->pieces.m16;
-    int shift8 = cache->pieces.shift8, shift16 = cache->pieces.shift16;
+    const uint64_t *m8 = cache->pieces.m8;
+    int shift8 = cache->pieces.shift8;
     size_t last = readable - 16; /* the last p with 16 bytes readable */
     for (size_t i = 0; i < m; i++) {
+        for (; i < m; i++) {
+            size_t e = ends[i], n = e - p;
+            if (n > 7 || p > last) break;
+            uint64_t w;
+            memcpy(&w, s + p, 8);
+            uint64_t kk = memo_key8(w & low_bytes[n], n);
+            const uint64_t *set = m8 + (size_t)(memo_hash8(kk) >> shift8) * (2 * K3_MEMO_WAYS);
+            if (((set[0] ^ kk) << 2) != 0) break;
+            memcpy(o, set + 1, 8);
+            o += set[0] >> 62;
+            p = e;
+        }
+        if (i == m) break;
+        /* piece i: the other ways of its m8 set, m16, or the merge */
         size_t e = ends[i], n = e - p, k = 0;
         if (n <= 16 && p <= last) {
+            struct k3_memo *mm = &cache->pieces;
             uint64_t w0, w1 = 0, h;
             memcpy(&w0, s + p, 8);
             if (n <= 7) {
                 w0 &= low_bytes[n];
                 uint64_t kk = memo_key8(w0, n);
                 h = memo_hash8(kk);
-                uint64_t *set = m8 + (size_t)(h >> shift8) * (2 * K3_MEMO_WAYS);
-                if (((set[0] ^ kk) << 2) == 0) {
-                    memcpy(o, set + 1, 8);
-                    o += set[0] >> 62;
-                    p = e;
-                    continue;
-                }
-                k = memo_get8(set, kk, o);
-            } else if (n > 8) {
-                memcpy(&w1, s + p + 8, 8);
-                w1 &= ~0ull >> (128 - 8 * n);
-                h = memo_hash(w0, w1, n);
+                k = memo_get8(memo_set8(mm, h), kk, o);
             } else {
-                h = memo_hash(w0, 0, n);
+                if (n > 8) {
+                    memcpy(&w1, s + p + 8, 8);
+                    w1 &= ~0ull >> (128 - 8 * n);
+                }
+                h = memo_hash(w0, w1, n);
             }
-            if (n > 7 || k == 3)
-                k = memo_get16(m16 + (size_t)(h >> shift16) * (4 * K3_MEMO_WAYS), w0, w1, n, o);
-            if (k) {
-                o += k;
-                p = e;
-                continue;
-            }
+            if (n > 7 || k == 3) k = memo_get16(memo_set16(mm, h), w0, w1, n, o);
         }
-        o += piece_slow(t, s + p, n, readable - p, cache, 1, o);
+        o += k ? k : piece_slow(t, s + p, n, readable - p, cache, 1, o);
         p = e;
     }
     return (size_t)(o - out);
