@@ -1,0 +1,126 @@
+/* tok_ab.c - paired timing of several builds of the tokenizer in one process: each build is a
+ * shared library (tok_so.sh), loaded side by side, and every round calls k3_tok_encode of
+ * each once, in a rotating order, so the calls of a round share the machine's state (a shared
+ * host's load changes by the second; separate processes also differ in where the memos' pages
+ * fall in the caches, so run it several times: ab_libs.sh).
+ *
+ *   tok_ab MODEL CONFIG FILE ROUNDS LIB.so...
+ *
+ * Prints one JSON object per library: best and median ms, and the quartiles of its time over
+ * lib 0's in the same round. Every call's id count is checked against lib 0's. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frontend/tokenizer.h"
+
+#define MAX_LIBS 16
+
+struct lib {
+    const char *path;
+    struct k3_tok *tok;
+    void (*encode)(const struct k3_tok *, const char *, size_t, enum k3_tok_mode, struct k3_pool *,
+                   struct k3_tok_ids *);
+    void (*ids_free)(struct k3_tok_ids *);
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int lib_open(struct lib *l, const char *path, const char *model, const char *config)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "tok_ab: %s\n", dlerror());
+        return -1;
+    }
+    int (*load)(struct k3_tok **, const char *, const char *, struct k3_err *) =
+        (int (*)(struct k3_tok **, const char *, const char *, struct k3_err *))dlsym(h, "k3_tok_load_files");
+    l->encode = (void (*)(const struct k3_tok *, const char *, size_t, enum k3_tok_mode, struct k3_pool *,
+                          struct k3_tok_ids *))dlsym(h, "k3_tok_encode");
+    l->ids_free = (void (*)(struct k3_tok_ids *))dlsym(h, "k3_tok_ids_free");
+    if (!load || !l->encode || !l->ids_free) {
+        fprintf(stderr, "tok_ab: %s lacks the tokenizer's functions\n", path);
+        return -1;
+    }
+    struct k3_err err;
+    if (load(&l->tok, model, config, &err)) {
+        fprintf(stderr, "tok_ab: %s: %s\n", path, err.msg);
+        return -1;
+    }
+    l->path = path;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6 || argc - 5 > MAX_LIBS || atoi(argv[4]) < 1) {
+        fprintf(stderr, "usage: tok_ab MODEL CONFIG FILE ROUNDS LIB.so... (up to %d)\n", MAX_LIBS);
+        return 2;
+    }
+    int n_libs = argc - 5, rounds = atoi(argv[4]);
+    struct lib libs[MAX_LIBS];
+    for (int i = 0; i < n_libs; i++)
+        if (lib_open(&libs[i], argv[5 + i], argv[1], argv[2])) return 1;
+    FILE *f = fopen(argv[3], "rb");
+    if (!f) {
+        fprintf(stderr, "tok_ab: cannot open %s\n", argv[3]);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) return 1;
+    fclose(f);
+
+    double *t = calloc((size_t)rounds * n_libs, sizeof *t); /* [round][lib] seconds */
+    if (!t) return 1;
+    size_t n_ids0 = 0;
+    for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
+        for (int j = 0; j < n_libs; j++) {
+            int i = (j + (r < 0 ? 0 : r)) % n_libs;
+            struct k3_tok_ids ids = {0};
+            double t0 = now();
+            libs[i].encode(libs[i].tok, text, (size_t)len, K3_TOK_PLAIN, NULL, &ids);
+            double dt = now() - t0;
+            if (i == 0) n_ids0 = ids.n;
+            else if (r >= 0 && ids.n != n_ids0) {
+                fprintf(stderr, "tok_ab: %s gives %zu ids, %s %zu\n", libs[i].path, ids.n, libs[0].path, n_ids0);
+                return 1;
+            }
+            if (r >= 0) t[(size_t)r * n_libs + i] = dt;
+            libs[i].ids_free(&ids);
+        }
+    double *v = malloc(sizeof(double) * rounds), *q = malloc(sizeof(double) * rounds);
+    if (!v || !q) return 1;
+    for (int i = 0; i < n_libs; i++) {
+        for (int r = 0; r < rounds; r++) {
+            v[r] = t[(size_t)r * n_libs + i];
+            q[r] = v[r] / t[(size_t)r * n_libs];
+        }
+        qsort(v, (size_t)rounds, sizeof *v, cmp_double);
+        qsort(q, (size_t)rounds, sizeof *q, cmp_double);
+        printf("{\"lib\": \"%s\", \"file\": \"%s\", \"rounds\": %d, \"best_ms\": %.3f, \"med_ms\": %.3f, "
+               "\"ratio_q1\": %.4f, \"ratio_med\": %.4f, \"ratio_q3\": %.4f}\n",
+               libs[i].path, argv[3], rounds, v[0] * 1e3, v[rounds / 2] * 1e3, q[rounds / 4], q[rounds / 2],
+               q[3 * rounds / 4]);
+    }
+    free(v);
+    free(q);
+    free(t);
+    free(text);
+    return 0;
+}
