@@ -284,7 +284,9 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
         }
         return m;
     }
-    /* a miss of the memo (k3_bpe_pieces or bpe_piece looked): merge, and remember */
+    /* a miss of the memo (k3_bpe_pieces or bpe_piece looked; k3_bpe_pieces does not for the
+     * pieces within 16 bytes of the buffer's end, a few a text: if one is there, a second
+     * entry of the same ids only takes a way): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
     size_t m = bpe_uncached(t, cache, s, n, w0, h, valid, out);
     memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out, m);
