@@ -12,9 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "frontend/tokenizer.h"
+#include "tok_tool.h"
 
 #define MAX_LIBS 16
 
@@ -25,19 +26,6 @@ struct lib {
                    struct k3_tok_ids *);
     void (*ids_free)(struct k3_tok_ids *);
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int lib_open(struct lib *l, const char *path, const char *model, const char *config)
 {
@@ -74,17 +62,9 @@ int main(int argc, char **argv)
     struct lib libs[MAX_LIBS];
     for (int i = 0; i < n_libs; i++)
         if (lib_open(&libs[i], argv[5 + i], argv[1], argv[2])) return 1;
-    FILE *f = fopen(argv[3], "rb");
-    if (!f) {
-        fprintf(stderr, "tok_ab: cannot open %s\n", argv[3]);
-        return 1;
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) return 1;
-    fclose(f);
+    size_t len;
+    char *text = tok_tool_read("tok_ab", argv[3], &len);
+    if (!text) return 1;
 
     double *t = calloc((size_t)rounds * n_libs, sizeof *t); /* [round][lib] seconds */
     if (!t) return 1;
@@ -93,9 +73,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
             struct k3_tok_ids ids = {0};
-            double t0 = now();
-            libs[i].encode(libs[i].tok, text, (size_t)len, K3_TOK_PLAIN, NULL, &ids);
-            double dt = now() - t0;
+            double t0 = k3_now_s();
+            libs[i].encode(libs[i].tok, text, len, K3_TOK_PLAIN, NULL, &ids);
+            double dt = k3_now_s() - t0;
             if (i == 0) n_ids0 = ids.n;
             else if (r >= 0 && ids.n != n_ids0) {
                 fprintf(stderr, "tok_ab: %s gives %zu ids, %s %zu\n", libs[i].path, ids.n, libs[0].path, n_ids0);
@@ -111,8 +91,8 @@ int main(int argc, char **argv)
             v[r] = t[(size_t)r * n_libs + i];
             q[r] = v[r] / t[(size_t)r * n_libs];
         }
-        qsort(v, (size_t)rounds, sizeof *v, cmp_double);
-        qsort(q, (size_t)rounds, sizeof *q, cmp_double);
+        qsort(v, (size_t)rounds, sizeof *v, tok_tool_cmp_double);
+        qsort(q, (size_t)rounds, sizeof *q, tok_tool_cmp_double);
         printf("{\"lib\": \"%s\", \"file\": \"%s\", \"rounds\": %d, \"best_ms\": %.3f, \"med_ms\": %.3f, "
                "\"ratio_q1\": %.4f, \"ratio_med\": %.4f, \"ratio_q3\": %.4f}\n",
                libs[i].path, argv[3], rounds, v[0] * 1e3, v[rounds / 2] * 1e3, q[rounds / 4], q[rounds / 2],

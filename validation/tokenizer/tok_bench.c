@@ -8,23 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "frontend/tokenizer.h"
 #include "kernels/cpu/pool.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "tok_tool.h"
 
 static double time_encode(const struct k3_tok *tok, const char *text, size_t len,
                           struct k3_pool *pool, double min_s, size_t *n_tokens, double *best)
@@ -34,14 +22,14 @@ static double time_encode(const struct k3_tok *tok, const char *text, size_t len
     double total = 0;
     while (n < 1000 && (n < 3 || total < min_s)) {
         struct k3_tok_ids ids = {0};
-        double t0 = now();
+        double t0 = k3_now_s();
         k3_tok_encode(tok, text, len, K3_TOK_PLAIN, pool, &ids);
-        t[n] = now() - t0;
+        t[n] = k3_now_s() - t0;
         total += t[n++];
         *n_tokens = ids.n;
         k3_tok_ids_free(&ids);
     }
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    qsort(t, (size_t)n, sizeof t[0], tok_tool_cmp_double);
     *best = t[0];
     return t[n / 2];
 }
@@ -54,42 +42,34 @@ int main(int argc, char **argv)
     }
     struct k3_err err;
     struct k3_tok *tok;
-    double t0 = now();
+    double t0 = k3_now_s();
     if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
         fprintf(stderr, "tok_bench: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "tok_bench: tokenizer loaded in %.3f s\n", now() - t0);
+    fprintf(stderr, "tok_bench: tokenizer loaded in %.3f s\n", k3_now_s() - t0);
     int threads = atoi(argv[3]);
     double min_s = atof(argv[4]);
     struct k3_pool pool;
     if (k3_pool_init(&pool, threads)) return 1;
     for (int i = 6; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            fprintf(stderr, "tok_bench: cannot open %s\n", argv[i]);
-            return 1;
-        }
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        char *text = malloc((size_t)len + 1);
-        if (fread(text, 1, (size_t)len, f) != (size_t)len) return 1;
-        fclose(f);
+        size_t len;
+        char *text = tok_tool_read("tok_bench", argv[i], &len);
+        if (!text) return 1;
         size_t n_tok = 0, n_tok_mt = 0;
         double st_best, mt_best;
-        double st = time_encode(tok, text, (size_t)len, NULL, min_s, &n_tok, &st_best);
-        double mt = time_encode(tok, text, (size_t)len, &pool, min_s, &n_tok_mt, &mt_best);
+        double st = time_encode(tok, text, len, NULL, min_s, &n_tok, &st_best);
+        double mt = time_encode(tok, text, len, &pool, min_s, &n_tok_mt, &mt_best);
         struct k3_tok_ids ids = {0}, ids_mt = {0};
-        k3_tok_encode(tok, text, (size_t)len, K3_TOK_PLAIN, NULL, &ids);
-        k3_tok_encode(tok, text, (size_t)len, K3_TOK_PLAIN, &pool, &ids_mt);
+        k3_tok_encode(tok, text, len, K3_TOK_PLAIN, NULL, &ids);
+        k3_tok_encode(tok, text, len, K3_TOK_PLAIN, &pool, &ids_mt);
         int same = ids.n == ids_mt.n && !memcmp(ids.ids, ids_mt.ids, ids.n * 4);
         char path[4096];
         snprintf(path, sizeof path, "%s/%d.ids", argv[5], i - 6);
         FILE *o = fopen(path, "wb");
         if (!o || fwrite(ids.ids, 4, ids.n, o) != ids.n) return 1;
         fclose(o);
-        printf("{\"file\": \"%s\", \"bytes\": %ld, \"tokens\": %zu, \"st_s\": %.9f, \"mt_s\": %.9f, "
+        printf("{\"file\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"st_s\": %.9f, \"mt_s\": %.9f, "
                "\"st_min_s\": %.9f, \"mt_min_s\": %.9f, \"threads\": %d, \"mt_ids_equal\": %s}\n",
                argv[i], len, ids.n, st, mt, st_best, mt_best, pool.n_threads, same ? "true" : "false");
         fflush(stdout);

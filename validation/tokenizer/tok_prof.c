@@ -14,7 +14,9 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "core/clock.h"
 #include "frontend/tokenizer.h"
+#include "tok_tool.h"
 
 #define MAX_SAMPLES (1u << 22)
 
@@ -37,13 +39,6 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
     if (inside && n_samples < MAX_SAMPLES) samples[n_samples++] = pc;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -56,17 +51,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "tok_prof: %s\n", err.msg);
         return 1;
     }
-    FILE *f = fopen(argv[3], "rb");
-    if (!f) {
-        fprintf(stderr, "tok_prof: cannot open %s\n", argv[3]);
-        return 1;
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) return 1;
-    fclose(f);
+    size_t len;
+    char *text = tok_tool_read("tok_prof", argv[3], &len);
+    if (!text) return 1;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -86,15 +73,15 @@ int main(int argc, char **argv)
     struct itimerspec its = {{us / 1000000, us % 1000000 * 1000}, {us / 1000000, us % 1000000 * 1000}};
     timer_settime(timer, 0, &its, NULL);
 
-    double seconds = atof(argv[4]), t0 = now(), best = 1e30;
+    double seconds = atof(argv[4]), t0 = k3_now_s(), best = 1e30;
     int calls = 0;
-    while (now() - t0 < seconds) {
+    while (k3_now_s() - t0 < seconds) {
         struct k3_tok_ids ids = {0};
-        double a = now();
+        double a = k3_now_s();
         inside = 1;
-        k3_tok_encode(tok, text, (size_t)len, K3_TOK_PLAIN, NULL, &ids);
+        k3_tok_encode(tok, text, len, K3_TOK_PLAIN, NULL, &ids);
         inside = 0;
-        double dt = now() - a;
+        double dt = k3_now_s() - a;
         best = dt < best ? dt : best;
         calls++;
         k3_tok_ids_free(&ids);

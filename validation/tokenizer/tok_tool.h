@@ -1,0 +1,40 @@
+/* tok_tool.h - what the tokenizer's timing programs share (tok_bench, tok_ab, tok_prof): the
+ * input file read whole, and the ordering of timings for qsort. Their clock is core/clock.h's
+ * k3_now_s. */
+#ifndef K3_VALIDATION_TOK_TOOL_H
+#define K3_VALIDATION_TOK_TOOL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The file at path, whole and NUL-terminated, its length in *len; NULL after a message
+ * naming prog when it cannot be read. The caller frees it. */
+static inline char *tok_tool_read(const char *prog, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s\n", prog, path);
+        return NULL;
+    }
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    char *text = n < 0 || fseek(f, 0, SEEK_SET) ? NULL : malloc((size_t)n + 1);
+    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "%s: cannot read %s\n", prog, path);
+        free(text);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    text[n] = 0;
+    *len = (size_t)n;
+    return text;
+}
+
+/* qsort's order for doubles, ascending. */
+static inline int tok_tool_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#endif
