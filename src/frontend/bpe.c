@@ -353,7 +353,9 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
             p = e;
         }
         if (i == m) break;
-        /* piece i: the other ways of its m8 set, m16, or the merge */
+        /* piece i: the other ways of its m8 set, m16, or the merge (its key and hash are
+         * computed again here rather than carried out of the loop above, whose values then
+         * all fit in registers: fewer instructions in all, 38dc55a) */
         size_t e = ends[i], n = e - p, k = 0;
         if (n <= 16 && p <= last) {
             struct k3_memo *mm = &cache->pieces;
@@ -371,7 +373,7 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
                 }
                 h = memo_hash(w0, w1, n);
             }
-            if (n > 7 || k == 3) k = memo_get16(memo_set16(mm, h), w0, w1, n, o);
+            if (n > 7 || k == M8_GET_IN_M16) k = memo_get16(memo_set16(mm, h), w0, w1, n, o);
         }
         o += k ? k : piece_slow(t, s + p, n, readable - p, cache, 1, o);
         p = e;

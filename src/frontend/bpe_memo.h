@@ -13,7 +13,7 @@
 
 /* The memos' hash of a piece of up to 16 bytes (words w0, w1, length n): multiplicative, its
  * top bits pick the set (memo_set8, memo_set16); one multiply for up to 8 bytes (w1 = 0),
- * where it is memo_hash8 of the piece's m8 key. */
+ * and for up to 7 it is memo_hash8 of the piece's m8 key (memo_key8). */
 static inline uint64_t memo_hash8(uint64_t key) { return key * 0x9E3779B97F4A7C15ull; }
 
 static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
@@ -26,6 +26,7 @@ static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
  * 62..63, or with M8_IN_M16 set when it has more ids: then its entry is in m16, and the
  * first word matches no key by the fast test of k3_bpe_pieces ((k0 ^ key) << 2 == 0). */
 #define M8_IN_M16 (1ull << 59)
+#define M8_GET_IN_M16 3 /* memo_get8's answer for such an entry: look in m16 */
 static inline uint64_t memo_key8(uint64_t w0, size_t n) { return w0 | (uint64_t)n << 56; }
 
 static inline uint64_t *memo_set8(const struct k3_memo *m, uint64_t h)
@@ -52,8 +53,8 @@ static inline uint64_t memo_word1(const uint8_t *s, size_t n, size_t avail)
     return n > 8 ? k3_tok_word(s + 8, n - 8, avail - 8) : 0;
 }
 
-/* The piece of m8 key kk in its m8 set: its id count (1 or 2, out[0..2) written), 3 when its
- * entry is in m16, or 0 when the set does not hold it; a hit in a later way swaps with the way
+/* The piece of m8 key kk in its m8 set: its id count (1 or 2, out[0..2) written),
+ * M8_GET_IN_M16 when its entry is in m16, or 0 when the set does not hold it; a hit in a later way swaps with the way
  * before it. */
 static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
 {
@@ -67,7 +68,7 @@ static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
             set[2 * k - 2] = k0;
             set[2 * k - 1] = k1;
         }
-        if (k0 & M8_IN_M16) return 3;
+        if (k0 & M8_IN_M16) return M8_GET_IN_M16;
         out[0] = (int32_t)(uint32_t)k1;
         out[1] = (int32_t)(k1 >> 32);
         return (size_t)(k0 >> 62);
@@ -106,7 +107,7 @@ static inline size_t memo_get(struct k3_memo *m, uint64_t w0, uint64_t w1, size_
 {
     if (n <= 7) {
         size_t c = memo_get8(memo_set8(m, h), memo_key8(w0, n), out);
-        if (c != 3) return c;
+        if (c != M8_GET_IN_M16) return c;
     }
     return memo_get16(memo_set16(m, h), w0, w1, n, out);
 }
