@@ -1,8 +1,8 @@
 #!/bin/bash
 # tok_so.sh REV OUT.so [CFLAGS...] - the tokenizer of git revision REV (or of the working tree
-# when REV is "."), as a shared library for tok_ab: the sources of k3_tokenizer
-# (src/frontend/CMakeLists.txt) with the core and pool files it needs, -O2 -g -DNDEBUG like the
-# RelWithDebInfo build. Run it in the repository.
+# when REV is "."), as a shared library for tok_ab: the sources of k3_tokenizer, read from that
+# revision's src/frontend/CMakeLists.txt, with the core and pool files it needs, -O2 -g like the
+# RelWithDebInfo build (asserts on, as there). Run it in the repository.
 set -euo pipefail
 rev=$1
 out=$(realpath -m "$2")
@@ -15,6 +15,10 @@ else
     git archive "$rev" src kernels | tar -x -C "$root"
 fi
 f=$root/src/frontend
-gcc -O2 -g -DNDEBUG -std=gnu11 -D_GNU_SOURCE -fPIC -shared -I"$root/src" -I"$root" "$@" -o "$out" \
-    "$f"/vocab.c "$f"/pretok.c "$f"/bpe.c "$f"/bpe_chars.c "$f"/tokenizer.c "$f"/unicode_tables.c \
-    "$f"/tok_avx512.c "$root"/src/core/log.c "$root"/src/core/err.c "$root"/kernels/cpu/pool.c -lpthread -lm
+# the .c files of add_library(k3_tokenizer ...), which may span lines
+srcs=$(awk '/add_library\(k3_tokenizer / {on = 1} on {print} on && /\)/ {exit}' "$f/CMakeLists.txt" |
+    tr ' ()' '\n' | grep '\.c$' | sed "s|^|$f/|")
+[ -n "$srcs" ] || { echo "tok_so.sh: no k3_tokenizer sources in $f/CMakeLists.txt" >&2; exit 1; }
+# shellcheck disable=SC2086 # one word per source file
+gcc -O2 -g -std=gnu11 -D_GNU_SOURCE -fPIC -shared -I"$root/src" -I"$root" "$@" -o "$out" \
+    $srcs "$root"/src/core/log.c "$root"/src/core/err.c "$root"/kernels/cpu/pool.c -lpthread -lm
