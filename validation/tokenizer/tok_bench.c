@@ -40,13 +40,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_bench MODEL CONFIG THREADS MIN_SECONDS OUT_IDS_DIR FILE...\n");
         return 2;
     }
-    struct k3_err err;
-    struct k3_tok *tok;
     double t0 = k3_now_s();
-    if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
-        fprintf(stderr, "tok_bench: %s\n", err.msg);
-        return 1;
-    }
+    struct k3_tok *tok = tok_tool_load("tok_bench", argv[1], argv[2]);
+    if (!tok) return 1;
     fprintf(stderr, "tok_bench: tokenizer loaded in %.3f s\n", k3_now_s() - t0);
     int threads = atoi(argv[3]);
     double min_s = atof(argv[4]);

@@ -45,12 +45,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_prof MODEL CONFIG FILE SECONDS OUT [US]\n");
         return 2;
     }
-    struct k3_err err;
-    struct k3_tok *tok;
-    if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
-        fprintf(stderr, "tok_prof: %s\n", err.msg);
-        return 1;
-    }
+    struct k3_tok *tok = tok_tool_load("tok_prof", argv[1], argv[2]);
+    if (!tok) return 1;
     size_t len;
     char *text = tok_tool_read("tok_prof", argv[3], &len);
     if (!text) return 1;

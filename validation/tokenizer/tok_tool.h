@@ -1,11 +1,25 @@
 /* tok_tool.h - what the tokenizer's timing programs share (tok_bench, tok_ab, tok_prof): the
- * input file read whole, and the ordering of timings for qsort. Their clock is core/clock.h's
- * k3_now_s. */
+ * tokenizer loaded (tok_bench, tok_prof; tok_ab loads each build's own), the input file read
+ * whole, and the ordering of timings for qsort. Their clock is core/clock.h's k3_now_s. */
 #ifndef K3_VALIDATION_TOK_TOOL_H
 #define K3_VALIDATION_TOK_TOOL_H
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "frontend/tokenizer.h"
+
+/* The tokenizer of MODEL and CONFIG, or NULL after a message naming prog. */
+static inline struct k3_tok *tok_tool_load(const char *prog, const char *model, const char *config)
+{
+    struct k3_err err;
+    struct k3_tok *tok;
+    if (k3_tok_load_files(&tok, model, config, &err)) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        return NULL;
+    }
+    return tok;
+}
 
 /* The file at path, whole and NUL-terminated, its length in *len; NULL after a message
  * naming prog when it cannot be read. The caller frees it. */
