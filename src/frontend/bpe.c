@@ -207,6 +207,19 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
     c->long_mask = (uint32_t)sets - 1;
 }
 
+void k3_bpe_cache_clear(struct k3_bpe_cache *c)
+{
+    if (c->on) {
+        struct k3_memo *m[2] = {&c->pieces, &c->segs};
+        for (int k = 0; k < 2; k++) {
+            size_t sets8 = (size_t)1 << (64 - m[k]->shift8), sets16 = (size_t)1 << (64 - m[k]->shift16);
+            memset(m[k]->m8, 0, sets8 * 2 * K3_MEMO_WAYS * sizeof(uint64_t));
+            memset(m[k]->m16, 0, sets16 * 4 * K3_MEMO_WAYS * sizeof(uint64_t));
+        }
+    }
+    if (c->long_tags) memset(c->long_tags, 0, ((size_t)c->long_mask + 1) * 2 * sizeof *c->long_tags);
+}
+
 void k3_bpe_cache_free(struct k3_bpe_cache *c)
 {
     if (c->on) {

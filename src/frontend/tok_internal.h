@@ -12,6 +12,7 @@
 #ifndef K3_FRONTEND_TOK_INTERNAL_H
 #define K3_FRONTEND_TOK_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ struct k3_tok {
     int max_token_bytes;
     int avx512;                  /* the encoder's whole-text passes and windows use AVX-512BW
                                   * (k3_tok_avx512: the CPU has it, K3_TOK_SIMD is not "base") */
+    struct k3_tok_memos *memos;  /* the memos kept from call to call (tokenizer.c) */
 
     void *tables;                /* the allocation that holds the small tables below (vocab.c) */
     struct k3_tok_slot *pieces;  /* bytes -> rank */
@@ -224,10 +226,10 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
     return k3_tok_probe(t->pairs, t->pair_mask, k3_tok_pair_slot(t, hm), (uint64_t)a << 20 | b);
 }
 
-/* Per-encode memos of piece -> ids (bpe.c): nearly every piece of ordinary text repeats
- * (words), and a hit costs one or two cache lines of a table sized to the text, where the
- * vocabulary hash and the pair table are megabytes. Each encode call (each worker) has its
- * own, so a request's latency never depends on earlier requests.
+/* Memos of piece -> ids (bpe.c): nearly every piece of ordinary text repeats (words), and a
+ * hit costs one or two cache lines of a table sized for the text, where the vocabulary hash
+ * and the pair table are megabytes. Each encode call (each worker) holds one for itself:
+ * one the tokenizer keeps between calls (struct k3_tok_memos below), or its own.
  *
  * Two set-associative tables, 4 ways per set, keyed by the piece's zero-padded words and
  * its length (which determine a piece of up to 16 bytes exactly):
@@ -272,6 +274,16 @@ struct k3_bpe_cache {
     struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
     uint32_t *long_tags;    /* [(long_mask + 1) * 2] */
     uint32_t long_mask;
+};
+
+/* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take): the first
+ * K3_TOK_MEMOS_PER_SIZE for small texts, the rest for large ones. */
+#define K3_TOK_MEMOS_PER_SIZE 32
+#define K3_TOK_MEMOS (2 * K3_TOK_MEMOS_PER_SIZE)
+struct k3_tok_memos {
+    atomic_int busy[K3_TOK_MEMOS]; /* 1 while a call or a worker holds it */
+    int made[K3_TOK_MEMOS];        /* its tables are allocated (written by its holder) */
+    struct k3_bpe_cache cache[K3_TOK_MEMOS];
 };
 
 /* Prefetch hints (an asm prefetch on x86-64 and aarch64, the GCC/Clang builtin on other
@@ -333,6 +345,11 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
+/* Empties a cache's memos and long-piece table (its tables stay allocated). */
+void k3_bpe_cache_clear(struct k3_bpe_cache *c);
+/* tokenizer.c: the tokenizer's kept memos, made at load and freed with it. */
+struct k3_tok_memos *k3_tok_memos_new(void);
+void k3_tok_memos_free(struct k3_tok_memos *m);
 /* (token + 1) << 32 | highest merged rank of one character's bytes alone (see char_info). */
 uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 /* The merges inside bpe.c and bpe_chars.c: parts tok[0..m) (m <= K3_MERGE_LINEAR_MAX, the

@@ -712,6 +712,10 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         return -1;
     }
     t->avx512 = k3_tok_avx512();
+    if (!(t->memos = k3_tok_memos_new())) {
+        k3_tok_free(t);
+        return k3_err_set(err, "out of memory");
+    }
     *out = t;
     return 0;
 }
@@ -736,6 +740,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->tables);
     free(t->pairs);
     free(t->spec_slots);
+    k3_tok_memos_free(t->memos);
     free(t);
 }
 

@@ -1,8 +1,10 @@
 /* test_tokenizer.c - the Kimi tokenizer in C alone: loading, pinned ids (computed with
  * tiktoken 0.14 + the Kimi wrapper, see validation/tokenizer/kimi_ref.py), both encode
- * modes, the wrapper's cuts, the BPE fast paths against the O(n^2) reference, threads,
- * decoding, the streaming detokenizer, and malformed files. The bulk comparison with
+ * modes, the wrapper's cuts, the BPE fast paths against the O(n^2) reference, threads, the
+ * memos kept between calls, decoding, the streaming detokenizer, and malformed files. The bulk comparison with
  * tiktoken is validation/tokenizer/check_ids.py (CTest tok_ids_vs_tiktoken). */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -713,6 +715,85 @@ static void test_memo_pieces(void)
     free(want);
 }
 
+/* The memos the tokenizer keeps between calls (tokenizer.c): calls on texts whose pieces
+ * crowd each other out of them, in any order, on one thread or several at once (and a pool's
+ * workers), or when every kept memo is taken (the call makes its own), give the ids of calls
+ * on emptied memos. */
+enum { KEPT_TEXTS = 6 };
+static char *kept_text[KEPT_TEXTS];
+static size_t kept_len[KEPT_TEXTS];
+static struct k3_tok_ids kept_want[KEPT_TEXTS];
+
+static size_t random_word(uint8_t *o, int kind)
+{
+    size_t n = 0, len = 1 + rnd() % 10;
+    if (rnd() % 2) o[n++] = ' ';
+    static const uint32_t base[] = {'a', 0xAC00, 0x4E00, 0x0430, 0x30A0, '0'};
+    static const uint32_t span[] = {26, 11172, 2000, 32, 90, 10};
+    for (size_t i = 0; i < len; i++) n += utf8_put(o + n, base[kind] + rnd() % span[kind]);
+    return n;
+}
+
+static int kept_check(int i, struct k3_pool *pool)
+{
+    struct k3_tok_ids ids;
+    encode_str(kept_text[i], kept_len[i], pool, &ids);
+    int ok = ids.n == kept_want[i].n && !memcmp(ids.ids, kept_want[i].ids, ids.n * sizeof(int32_t));
+    k3_tok_ids_free(&ids);
+    return ok;
+}
+
+static void *kept_thread(void *arg)
+{
+    int id = (int)(intptr_t)arg, bad = 0;
+    struct k3_pool pool;
+    int pooled = id == 0 && k3_pool_init(&pool, 3) == 0;
+    for (int round = 0; round < 4; round++)
+        for (int k = 0; k < KEPT_TEXTS; k++) bad += !kept_check((k + id) % KEPT_TEXTS, pooled ? &pool : NULL);
+    if (pooled) k3_pool_free(&pool);
+    return (void *)(intptr_t)bad;
+}
+
+static void test_kept_memos(void)
+{
+    uint8_t w[64];
+    for (int i = 0; i < KEPT_TEXTS; i++) {
+        size_t want = i < 4 ? 40000 : 300000; /* the last two take the memos of large texts */
+        char *s = malloc(want + 64);
+        size_t n = 0;
+        while (n < want) {
+            size_t l = random_word(w, (int)(rnd() % 6));
+            memcpy(s + n, w, l);
+            n += l;
+        }
+        kept_text[i] = s;
+        kept_len[i] = n;
+        k3_tok_forget(tok);
+        encode_str(s, n, NULL, &kept_want[i]);
+    }
+    int bad = 0;
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < KEPT_TEXTS; k++) bad += !kept_check(round == 1 ? KEPT_TEXTS - 1 - k : k, NULL);
+    CHECK_MSG(bad == 0, "%d calls after other texts differ from calls on emptied memos", bad);
+    for (int i = 0; i < K3_TOK_MEMOS; i++) atomic_store(&tok->memos->busy[i], 1);
+    for (int k = 0; k < KEPT_TEXTS; k++) bad += !kept_check(k, NULL);
+    for (int i = 0; i < K3_TOK_MEMOS; i++) atomic_store(&tok->memos->busy[i], 0);
+    CHECK_MSG(bad == 0, "%d calls with every kept memo taken differ", bad);
+    pthread_t th[6];
+    for (int t = 0; t < 6; t++) CHECK(pthread_create(&th[t], NULL, kept_thread, (void *)(intptr_t)t) == 0);
+    bad = 0;
+    for (int t = 0; t < 6; t++) {
+        void *r;
+        pthread_join(th[t], &r);
+        bad += (int)(intptr_t)r;
+    }
+    CHECK_MSG(bad == 0, "%d calls from 6 threads at once differ from calls on emptied memos", bad);
+    for (int i = 0; i < KEPT_TEXTS; i++) {
+        free(kept_text[i]);
+        k3_tok_ids_free(&kept_want[i]);
+    }
+}
+
 /* Threads give the ids of one thread, on text with and without safe cut points. */
 static void test_threads(void)
 {
@@ -927,6 +1008,7 @@ int main(void)
     test_bpe_multibyte();
     test_memo_pieces();
     test_threads();
+    test_kept_memos();
     test_decode();
     test_invalid_input();
     test_malformed();

@@ -7,7 +7,8 @@
  *   tok_ab MODEL CONFIG FILE ROUNDS LIB.so...
  *
  * Prints one JSON object per library: best and median ms, and the quartiles of its time over
- * lib 0's in the same round. Every call's id count is checked against lib 0's. */
+ * lib 0's in the same round. Every call's id count is checked against lib 0's. Every call is
+ * on new text: a build that keeps memos between calls has them emptied first (k3_tok_forget). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ struct lib {
     void (*encode)(const struct k3_tok *, const char *, size_t, enum k3_tok_mode, struct k3_pool *,
                    struct k3_tok_ids *);
     void (*ids_free)(struct k3_tok_ids *);
+    void (*forget)(const struct k3_tok *);
 };
 
 static int lib_open(struct lib *l, const char *path, const char *model, const char *config)
@@ -39,6 +41,9 @@ static int lib_open(struct lib *l, const char *path, const char *model, const ch
     l->encode = (void (*)(const struct k3_tok *, const char *, size_t, enum k3_tok_mode, struct k3_pool *,
                           struct k3_tok_ids *))dlsym(h, "k3_tok_encode");
     l->ids_free = (void (*)(struct k3_tok_ids *))dlsym(h, "k3_tok_ids_free");
+    /* builds that keep memos between calls: emptied before each call, so every call is on
+     * new text as in builds that keep none (NULL in those) */
+    l->forget = (void (*)(const struct k3_tok *))dlsym(h, "k3_tok_forget");
     if (!load || !l->encode || !l->ids_free) {
         fprintf(stderr, "tok_ab: %s lacks the tokenizer's functions\n", path);
         return -1;
@@ -73,6 +78,7 @@ int main(int argc, char **argv)
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
             struct k3_tok_ids ids = {0};
+            if (libs[i].forget) libs[i].forget(libs[i].tok);
             double t0 = k3_now_s();
             libs[i].encode(libs[i].tok, text, len, K3_TOK_PLAIN, NULL, &ids);
             double dt = k3_now_s() - t0;

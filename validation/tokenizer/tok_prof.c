@@ -4,7 +4,10 @@
  * OUT, one hex address per line. The binary is built without PIE, so `addr2line -e tok_prof`
  * or `nm -n tok_prof` on the build machine maps them (prof_table.py).
  *
- *   tok_prof MODEL CONFIG FILE SECONDS OUT [US (default 200)]
+ *   tok_prof MODEL CONFIG FILE SECONDS OUT [US (default 200)] [warm]
+ *
+ * Every call is on new text (the tokenizer's kept memos emptied before it, outside the
+ * sampling), unless "warm": then later calls find the pieces of earlier ones.
  *
  * Sampling costs a signal per interrupt: at 200 us the encode runs a few percent slower. */
 #include <signal.h>
@@ -42,7 +45,7 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
 int main(int argc, char **argv)
 {
     if (argc < 6) {
-        fprintf(stderr, "usage: tok_prof MODEL CONFIG FILE SECONDS OUT [US]\n");
+        fprintf(stderr, "usage: tok_prof MODEL CONFIG FILE SECONDS OUT [US] [warm]\n");
         return 2;
     }
     struct k3_tok *tok = tok_tool_load("tok_prof", argv[1], argv[2]);
@@ -66,6 +69,7 @@ int main(int argc, char **argv)
         return 1;
     }
     long us = argc > 6 ? atol(argv[6]) : 200;
+    int warm = argc > 7 && !strcmp(argv[7], "warm");
     struct itimerspec its = {{us / 1000000, us % 1000000 * 1000}, {us / 1000000, us % 1000000 * 1000}};
     timer_settime(timer, 0, &its, NULL);
 
@@ -73,6 +77,7 @@ int main(int argc, char **argv)
     int calls = 0;
     while (k3_now_s() - t0 < seconds) {
         struct k3_tok_ids ids = {0};
+        if (!warm) k3_tok_forget(tok);
         double a = k3_now_s();
         inside = 1;
         k3_tok_encode(tok, text, len, K3_TOK_PLAIN, NULL, &ids);
