@@ -333,10 +333,15 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
  * ran at once: texts up to MEMO_SMALL_TEXT bytes (chat messages, most requests, the workers'
  * shares of most long prompts) take one sized for that (about 200 KiB, which stays in L2: a
  * memo of the largest size made a 35 KB text's first call 25% slower on the dev VM), larger
- * ones one sized for MEMO_BIG_TEXT (about 2.6 MiB: memos sized for larger texts made a
- * 1M-token text 4% slower). */
+ * ones one sized for MEMO_BIG_TEXT (about 4.6 MiB: memos sized for larger texts made a 1M-token
+ * text 4% slower). */
 #define MEMO_SMALL_TEXT (256 * 1024)
 #define MEMO_BIG_TEXT (4 << 20)
+/* The large memos' table of 17..48-byte pieces: 16,384 of them (2 MiB), four times what a
+ * call's own would have for MEMO_BIG_TEXT. Calls on new text were not slower with it, and
+ * a 1M-token text sent again took 13-14 ms instead of 16-18 on the dev VM (its first call:
+ * 24; it has about 13,500 distinct pieces of that length). */
+#define MEMO_BIG_LONG_SETS 8192
 
 struct k3_tok_memos *k3_tok_memos_new(void)
 {
@@ -365,6 +370,7 @@ static struct k3_bpe_cache *memo_take(const struct k3_tok *t, size_t text_bytes,
             continue;
         if (!m->made[i]) {
             k3_bpe_cache_init(t, &m->cache[i], big ? MEMO_BIG_TEXT : MEMO_SMALL_TEXT);
+            if (big) m->cache[i].long_mask = MEMO_BIG_LONG_SETS - 1; /* allocated on first use */
             m->made[i] = 1;
         }
         *slot = i;
