@@ -276,10 +276,11 @@ struct k3_bpe_cache {
     uint32_t long_mask;
 };
 
-/* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take): the first
- * K3_TOK_MEMOS_PER_SIZE for small texts, the rest for large ones. */
+/* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take):
+ * K3_TOK_MEMOS_PER_SIZE of each size, the smallest first. */
+#define K3_TOK_MEMO_SIZES 11 /* m8 tables of 16, 32, ... 16,384 sets (bpe_memo.h) */
 #define K3_TOK_MEMOS_PER_SIZE 32
-#define K3_TOK_MEMOS (2 * K3_TOK_MEMOS_PER_SIZE)
+#define K3_TOK_MEMOS (K3_TOK_MEMO_SIZES * K3_TOK_MEMOS_PER_SIZE)
 struct k3_tok_memos {
     atomic_int busy[K3_TOK_MEMOS]; /* 1 while a call or a worker holds it */
     int made[K3_TOK_MEMOS];        /* its tables are allocated (written by its holder) */

@@ -326,22 +326,20 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
 /* Each encode call, and each worker of a multi-threaded one, looks pieces up in a memo
  * (bpe.c). The tokenizer keeps memos from call to call: a call takes a free one and gives it
  * back, and a text sent again (a conversation re-sent with each turn, a shared system
- * prompt) finds its pieces there. A call that finds none free (more than MEMOS_PER_SIZE
- * calls or workers at once) makes one of its own for the call. The memos are exact, so the
- * ids never depend on what earlier calls left; only the time does (k3_tok_forget empties
- * them). Two sizes, each memo made on first use, so that only as many exist as calls ever
- * ran at once: texts up to MEMO_SMALL_TEXT bytes (chat messages, most requests, the workers'
- * shares of most long prompts) take one sized for that (about 200 KiB, which stays in L2: a
- * memo of the largest size made a 35 KB text's first call 25% slower on the dev VM), larger
- * ones one sized for MEMO_BIG_TEXT (about 4.6 MiB: memos sized for larger texts made a 1M-token
- * text 4% slower). */
-#define MEMO_SMALL_TEXT (256 * 1024)
-#define MEMO_BIG_TEXT (4 << 20)
-/* The large memos' table of 17..48-byte pieces: 16,384 of them (2 MiB), four times what a
- * call's own would have for MEMO_BIG_TEXT. Calls on new text were not slower with it, and
- * a 1M-token text sent again took 13-14 ms instead of 16-18 on the dev VM (its first call:
- * 24; it has about 13,500 distinct pieces of that length). */
-#define MEMO_BIG_LONG_SETS 8192
+ * prompt) finds its pieces there. A call that finds none free (more than
+ * K3_TOK_MEMOS_PER_SIZE calls or workers at once) makes one of its own for the call. The
+ * memos are exact, so the ids never depend on what earlier calls left; only the time does
+ * (k3_tok_forget empties them). Each is made on first use, so only as many exist as calls
+ * ever ran at once, in one of K3_TOK_MEMO_SIZES sizes: a text (or a worker's share) takes
+ * one of the size its own memo would have (bpe_memo.h's sizes double with the text, from 16
+ * sets of the m8 table up to 16,384 for 4 MB). A memo larger than its text costs cache
+ * misses: one sized for 4 MB made a 35 KB text's first call 25% slower on the dev VM and a
+ * 1.9 MB CJK text's 5-7%, one sized for any text a 1M-token text's 4%. */
+/* The kept memos' tables of 17..48-byte pieces hold four times what a call's own would:
+ * calls on new text were not slower with it, and a 1M-token text sent again took 13-14 ms
+ * instead of 16-18 on the dev VM (its first call: 24; it has about 13,500 distinct pieces
+ * of that length). */
+#define MEMO_LONG_FACTOR 4
 
 struct k3_tok_memos *k3_tok_memos_new(void)
 {
@@ -363,14 +361,16 @@ static struct k3_bpe_cache *memo_take(const struct k3_tok *t, size_t text_bytes,
                                       struct k3_bpe_cache *own, int *slot)
 {
     struct k3_tok_memos *m = t->memos;
-    int big = text_bytes > MEMO_SMALL_TEXT;
-    for (int i = big * K3_TOK_MEMOS_PER_SIZE; i < (big + 1) * K3_TOK_MEMOS_PER_SIZE; i++) {
+    int size = 0; /* the text's own memo would have 16 << size sets (memo_init) */
+    while (size + 1 < K3_TOK_MEMO_SIZES && ((size_t)16 << size) * K3_MEMO_WAYS * 64 < text_bytes) size++;
+    for (int i = size * K3_TOK_MEMOS_PER_SIZE; i < (size + 1) * K3_TOK_MEMOS_PER_SIZE; i++) {
         if (atomic_load_explicit(&m->busy[i], memory_order_relaxed) ||
             atomic_exchange_explicit(&m->busy[i], 1, memory_order_acquire))
             continue;
         if (!m->made[i]) {
-            k3_bpe_cache_init(t, &m->cache[i], big ? MEMO_BIG_TEXT : MEMO_SMALL_TEXT);
-            if (big) m->cache[i].long_mask = MEMO_BIG_LONG_SETS - 1; /* allocated on first use */
+            struct k3_bpe_cache *c = &m->cache[i];
+            k3_bpe_cache_init(t, c, ((size_t)16 << size) * K3_MEMO_WAYS * 64);
+            c->long_mask = (c->long_mask + 1) * MEMO_LONG_FACTOR - 1; /* allocated on first use */
             m->made[i] = 1;
         }
         *slot = i;
