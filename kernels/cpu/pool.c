@@ -30,6 +30,15 @@ static void *worker_main(void *argp)
         while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
         if (p->stop) break;
         seen = p->generation;
+        if (p->pull) { /* count in only while the caller's own call runs */
+            if (p->closed) continue;
+            p->n_busy++;
+            pthread_mutex_unlock(&p->mu);
+            p->fn(p->ctx, 0, 1, arg.id);
+            pthread_mutex_lock(&p->mu);
+            if (--p->n_busy == 0 && p->closed) pthread_cond_signal(&p->done_cv);
+            continue;
+        }
         pthread_mutex_unlock(&p->mu);
         run_range(p, arg.id);
         pthread_mutex_lock(&p->mu);
@@ -104,12 +113,35 @@ void k3_pool_for(struct k3_pool *p, int64_t n, k3_pool_fn fn, void *ctx)
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
+    p->pull = 0;
     p->n_busy = p->n_threads - 1;
     p->generation++;
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     run_range(p, 0);
     pthread_mutex_lock(&p->mu);
+    while (p->n_busy > 0) pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void k3_pool_pull(struct k3_pool *p, k3_pool_fn fn, void *ctx)
+{
+    if (p->n_threads == 1) {
+        fn(ctx, 0, 1, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->pull = 1;
+    p->closed = 0;
+    p->n_busy = 0; /* the workers that have started */
+    p->generation++;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, 1, 0);
+    pthread_mutex_lock(&p->mu);
+    p->closed = 1;
     while (p->n_busy > 0) pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }

@@ -527,13 +527,14 @@ struct mt_valid {
     const uint8_t *s;
     size_t n;
     int n_parts;
+    atomic_int next; /* the next part to check */
     atomic_int bad;
 };
 
 static void mt_valid_worker(void *ctx, int64_t begin, int64_t end, int worker)
 {
     struct mt_valid *v = ctx;
-    for (int64_t k = begin; k < end; k++) {
+    for (int k; (k = atomic_fetch_add(&v->next, 1)) < v->n_parts;) {
         /* part k: [a, b), both moved forward onto a character start */
         size_t a = v->n * (size_t)k / (size_t)v->n_parts, b = v->n * (size_t)(k + 1) / (size_t)v->n_parts;
         for (int i = 0; i < 3 && a < v->n && a && (v->s[a] & 0xC0) == 0x80; i++) a++;
@@ -547,9 +548,10 @@ static void mt_valid_worker(void *ctx, int64_t begin, int64_t end, int worker)
 static int utf8_valid_parallel(const struct k3_tok *t, const uint8_t *s, size_t n,
                                struct k3_pool *pool)
 {
-    struct mt_valid v = {t, s, n, pool->n_threads, 0};
+    struct mt_valid v = {t, s, n, pool->n_threads, 0, 0};
+    atomic_init(&v.next, 0);
     atomic_init(&v.bad, 0);
-    k3_pool_for(pool, pool->n_threads, mt_valid_worker, &v);
+    k3_pool_pull(pool, mt_valid_worker, &v);
     return !atomic_load(&v.bad);
 }
 
@@ -580,7 +582,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     if (c.chunk < MT_MIN_CHUNK) c.chunk = MT_MIN_CHUNK;
     atomic_init(&c.next, 0);
     segments(t, s, len, mode, &c.k);
-    k3_pool_for(pool, pool->n_threads, mt_worker, &c);
+    k3_pool_pull(pool, mt_worker, &c);
     size_t total = 0;
     for (size_t i = 0; i < c.n_items; i++) total += c.items[i].special >= 0 ? 1 : c.items[i].ids.n;
     ids_reserve(out, total);
