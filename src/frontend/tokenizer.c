@@ -376,7 +376,8 @@ static struct k3_bpe_cache *memo_take(const struct k3_tok *t, size_t text_bytes,
             continue;
         if (!m->made[i]) {
             struct k3_bpe_cache *c = &m->cache[i];
-            int kept = size < MEMO_SMALL_SIZES ? MEMO_SMALL_SIZES < size + 2 ? MEMO_SMALL_SIZES : size + 2 : size;
+            int kept = size; /* small texts: four times their own, up to MEMO_SMALL_SIZES */
+            if (size < MEMO_SMALL_SIZES) kept = size + 2 < MEMO_SMALL_SIZES ? size + 2 : MEMO_SMALL_SIZES;
             k3_bpe_cache_init(t, c, ((size_t)16 << kept) * K3_MEMO_WAYS * 64);
             c->long_mask = (c->long_mask + 1) * MEMO_LONG_FACTOR - 1; /* allocated on first use */
             m->made[i] = 1;
