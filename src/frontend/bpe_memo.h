@@ -143,8 +143,7 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
  * faster). */
 static inline void memo_init(struct k3_memo *m, size_t text_bytes)
 {
-    size_t sets = 16;
-    while (sets < 16384 && sets * K3_MEMO_WAYS * 64 < text_bytes) sets *= 2;
+    size_t sets = (size_t)1 << k3_memo_sets_log2(text_bytes);
     size_t sets16 = sets > 16 ? sets / 2 : 16;
     m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
     m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));

@@ -248,6 +248,19 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
 #define K3_MEMO_WAYS 4
 #define K3_MEMO_ID_BITS 18
 #define K3_MEMO_BYTES 16 /* longest piece a memo holds */
+/* The m8 table of a memo for text_bytes has 1 << k3_memo_sets_log2(text_bytes) sets: about one
+ * entry per 64 bytes of text, 16 .. 16,384 sets (bpe_memo.h, memo_init). */
+#define K3_MEMO_SETS_LOG2_MIN 4
+#define K3_MEMO_SETS_LOG2_MAX 14
+static inline int k3_memo_sets_log2(size_t text_bytes)
+{
+    int l = K3_MEMO_SETS_LOG2_MIN;
+    while (l < K3_MEMO_SETS_LOG2_MAX && ((size_t)1 << l) * K3_MEMO_WAYS * 64 < text_bytes) l++;
+    return l;
+}
+/* The most text a memo of 1 << l sets is made for (k3_memo_sets_log2 of it is l). */
+static inline size_t k3_memo_text_bytes(int l) { return ((size_t)1 << l) * K3_MEMO_WAYS * 64; }
+
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
     uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
@@ -278,7 +291,7 @@ struct k3_bpe_cache {
 
 /* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take):
  * K3_TOK_MEMOS_PER_SIZE of each size, the smallest first. */
-#define K3_TOK_MEMO_SIZES 11 /* m8 tables of 16, 32, ... 16,384 sets (bpe_memo.h) */
+#define K3_TOK_MEMO_SIZES (K3_MEMO_SETS_LOG2_MAX - K3_MEMO_SETS_LOG2_MIN + 1) /* one per memo_init size */
 #define K3_TOK_MEMOS_PER_SIZE 32
 #define K3_TOK_MEMOS (K3_TOK_MEMO_SIZES * K3_TOK_MEMOS_PER_SIZE)
 struct k3_tok_memos {

@@ -336,12 +336,12 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
  * sets of the m8 table up to 16,384 for 4 MB). A memo larger than its text costs cache
  * misses: one sized for 4 MB made a 35 KB text's first call 25% slower on the dev VM and a
  * 1.9 MB CJK text's 5-7%, one sized for any text a 1M-token text's 4%. */
-/* Except for small texts: a kept memo for a text whose own would have fewer than 16 <<
- * MEMO_SMALL_SIZES sets (1,024: a 64 KiB m8 table, texts up to 256 KB) has four times as
+/* Except for small texts: a kept memo for a text whose own would have fewer than 1 <<
+ * MEMO_SMALL_LOG2 sets (1,024: a 64 KiB m8 table, texts up to 256 KB) has four times as
  * many, up to that: still in L2, and with room for the pieces of the texts sent again (dev
  * VM, a 35 KB text: 0.045 ms again instead of 0.079 with its own size, and its first call
  * not slower: -7% and -2% against 46cb0d6 in two runs). */
-#define MEMO_SMALL_SIZES 6
+#define MEMO_SMALL_LOG2 10
 /* The kept memos' tables of 17..48-byte pieces hold four times what a call's own would:
  * calls on new text were not slower with it, and a 1M-token text sent again took 13-14 ms
  * instead of 16-18 on the dev VM (its first call: 24; it has about 13,500 distinct pieces
@@ -368,17 +368,16 @@ static struct k3_bpe_cache *memo_take(const struct k3_tok *t, size_t text_bytes,
                                       struct k3_bpe_cache *own, int *slot)
 {
     struct k3_tok_memos *m = t->memos;
-    int size = 0; /* the text's own memo would have 16 << size sets (memo_init) */
-    while (size + 1 < K3_TOK_MEMO_SIZES && ((size_t)16 << size) * K3_MEMO_WAYS * 64 < text_bytes) size++;
+    int own_log2 = k3_memo_sets_log2(text_bytes), size = own_log2 - K3_MEMO_SETS_LOG2_MIN;
     for (int i = size * K3_TOK_MEMOS_PER_SIZE; i < (size + 1) * K3_TOK_MEMOS_PER_SIZE; i++) {
         if (atomic_load_explicit(&m->busy[i], memory_order_relaxed) ||
             atomic_exchange_explicit(&m->busy[i], 1, memory_order_acquire))
             continue;
         if (!m->made[i]) {
             struct k3_bpe_cache *c = &m->cache[i];
-            int kept = size; /* small texts: four times their own, up to MEMO_SMALL_SIZES */
-            if (size < MEMO_SMALL_SIZES) kept = size + 2 < MEMO_SMALL_SIZES ? size + 2 : MEMO_SMALL_SIZES;
-            k3_bpe_cache_init(t, c, ((size_t)16 << kept) * K3_MEMO_WAYS * 64);
+            int kept = own_log2; /* small texts: four times their own, up to MEMO_SMALL_LOG2 */
+            if (own_log2 < MEMO_SMALL_LOG2) kept = own_log2 + 2 < MEMO_SMALL_LOG2 ? own_log2 + 2 : MEMO_SMALL_LOG2;
+            k3_bpe_cache_init(t, c, k3_memo_text_bytes(kept));
             c->long_mask = (c->long_mask + 1) * MEMO_LONG_FACTOR - 1; /* allocated on first use */
             m->made[i] = 1;
         }
