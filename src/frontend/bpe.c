@@ -247,7 +247,14 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
         out[1] = (int32_t)t->byte_rank[s[1]];
         return 2;
     }
-    if (n <= (size_t)t->max_token_bytes) {
+    int fits = n <= (size_t)t->max_token_bytes;
+    if (n <= K3_BPE_SHORT) /* multi-byte text looks the piece up itself, and only when needed */
+        for (size_t i = 0; i < n; i++)
+            if (s[i] >= 0x80) {
+                uint64_t whole[2] = {w0, h};
+                return k3_bpe_chars(t, c, s, n, valid, fits ? whole : NULL, out);
+            }
+    if (fits) {
         uint32_t r = k3_tok_piece_rank_h(t, s, n, w0, h);
         if (r != K3_TOK_NONE) {
             out[0] = (int32_t)r;
@@ -255,8 +262,6 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
         }
     }
     if (n > K3_BPE_SHORT) return bpe_long(t, s, n, out);
-    for (size_t i = 0; i < n; i++)
-        if (s[i] >= 0x80) return k3_bpe_chars(t, c, s, n, valid, out);
     return k3_bpe_ascii(t, s, n, out);
 }
 

@@ -195,17 +195,21 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     return m;
 }
 
-/* The merge of a multi-byte piece (no whole-piece lookup; the caller made it). A boundary
+/* The merge of a multi-byte piece, its whole-token lookup included (whole: the piece's word
+ * and hash, NULL when it is longer than any token). A boundary
  * between adjacent characters X|Y that no token spans can never be crossed by a merge (every
  * merge makes a token, a substring of the piece), so the merge of the piece is the merges of
  * the segments between such boundaries, each on its own: merges on either side never change
  * the pairs available on the other. A token spans X|Y either with X and Y whole in it (then
  * the pair X Y is in bigram_filter, a Bloom filter: false positives only keep a boundary) or
  * not (then split_rank of the two bytes at the boundary is a rank). Short segments repeat
- * (words) and come from the segment cache. valid: s is valid UTF-8 (else it is checked). */
+ * (words) and come from the segment cache. A piece cut at such a boundary is no token (a token
+ * equal to it would span the boundary), so only a piece without one takes the whole-token
+ * lookup. valid: s is valid UTF-8 (else it is checked). */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int valid, int32_t *out)
+                    int valid, const uint64_t *whole, int32_t *out)
 {
+    uint32_t r;
     uint32_t cps[K3_BPE_SHORT];
     uint8_t len[K3_BPE_SHORT];
     size_t k = 0;
@@ -240,7 +244,13 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
             l = 2;
         } else {
             int cl = k3_utf8_check(s + i, n - i), dl;
-            if (cl <= 0) return k3_bpe_bytes(t, s, n, out); /* not UTF-8: only tests send that */
+            if (cl <= 0) { /* not UTF-8: only tests send that */
+                if (whole && (r = k3_tok_piece_rank_h(t, s, n, whole[0], whole[1])) != K3_TOK_NONE) {
+                    out[0] = (int32_t)r;
+                    return 1;
+                }
+                return k3_bpe_bytes(t, s, n, out);
+            }
             cp = k3_utf8_decode(s + i, &dl);
             l = (size_t)cl;
         }
@@ -259,7 +269,13 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
         }
         i += len[j];
     }
-    if (j0 == 0) return bpe_chars_core(t, c, s, n, k, cps, len, out);
+    if (j0 == 0) {
+        if (whole && (r = k3_tok_piece_rank_h(t, s, n, whole[0], whole[1])) != K3_TOK_NONE) {
+            out[0] = (int32_t)r;
+            return 1;
+        }
+        return bpe_chars_core(t, c, s, n, k, cps, len, out);
+    }
     return m + bpe_segment(t, c, s + i0, n - i0, n - i0, k - j0, cps + j0, len + j0, out + m);
 }
 

@@ -377,7 +377,7 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int valid, int32_t *out);
+                    int valid, const uint64_t *whole, int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 
