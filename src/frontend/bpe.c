@@ -235,7 +235,7 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c)
  * One and two bytes come from the byte tables: the piece is a token, or its only pair is
  * not and it is two bytes. */
 static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s,
-                           size_t n, uint64_t w0, uint64_t h, int valid, int32_t *out)
+                           size_t n, size_t avail, uint64_t w0, uint64_t h, int valid, int32_t *out)
 {
     if (n <= 2) {
         uint32_t r = n == 1 ? t->byte_rank[s[0]] : t->byte_pairs[(uint32_t)s[0] << 8 | s[1]];
@@ -251,11 +251,11 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     if (n <= K3_BPE_SHORT) /* multi-byte text looks the piece up itself, and only when needed */
         for (size_t i = 0; i < n; i++)
             if (s[i] >= 0x80) {
-                uint64_t whole[2] = {w0, h};
+                uint64_t whole[3] = {w0, h, avail};
                 return k3_bpe_chars(t, c, s, n, valid, fits ? whole : NULL, out);
             }
     if (fits) {
-        uint32_t r = k3_tok_piece_rank_h(t, s, n, w0, h);
+        uint32_t r = k3_tok_piece_rank_h(t, s, n, avail, w0, h);
         if (r != K3_TOK_NONE) {
             out[0] = (int32_t)r;
             return 1;
@@ -276,7 +276,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
 {
     uint64_t w0 = k3_tok_word(s, n, avail);
     uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
-    if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, w0, h, valid, out);
+    if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, avail, w0, h, valid, out);
     if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
             size_t ways = ((size_t)cache->long_mask + 1) * 2;
@@ -292,7 +292,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
                 memcpy(out, e[k].ids, sizeof(int32_t) * e[k].n_ids);
                 return e[k].n_ids;
             }
-        size_t m = bpe_uncached(t, cache, s, n, w0, h, valid, out);
+        size_t m = bpe_uncached(t, cache, s, n, avail, w0, h, valid, out);
         if (m <= K3_LONG_CACHE_IDS) {
             int k = !tags[0] ? 0 : !tags[1] ? 1 : (int)(h >> 39 & 1);
             tags[k] = tag;
@@ -306,7 +306,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
      * pieces within 16 bytes of the buffer's end, a few a text: if one is there, a second
      * entry of the same ids only takes a way): merge, and remember */
     uint64_t w1 = memo_word1(s, n, avail);
-    size_t m = bpe_uncached(t, cache, s, n, w0, h, valid, out);
+    size_t m = bpe_uncached(t, cache, s, n, avail, w0, h, valid, out);
     memo_put(&cache->pieces, w0, w1, n, memo_hash(w0, w1, n), out, m);
     return m;
 }

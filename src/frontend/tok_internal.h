@@ -28,10 +28,13 @@
 #define K3_TOK_HAVE_AVX512 0
 #endif
 
-/* Whole-token lookup slot: the first 8 bytes inline, so a hit on a token of up to 8 bytes
- * (most pieces) touches one cache line. */
+/* Whole-token lookup slot: the first 24 bytes inline, so a hit on a token of up to 24 bytes
+ * touches one cache line; only longer tokens compare the rest in the byte arena (whose
+ * offset and bytes were two more cache misses, one after the other, for every hit on a
+ * piece of 9..24 bytes when the slot held 8). */
+#define K3_TOK_SLOT_BYTES 24
 struct k3_tok_slot {
-    uint64_t w0;       /* first min(len, 8) bytes, little-endian, zero-padded */
+    uint64_t w[3];     /* the first min(len, 24) bytes, little-endian words, zero-padded */
     uint32_t rank1;    /* rank + 1; 0 = empty */
     uint16_t len;
     uint16_t tag;      /* 16 more bits of the hash */
@@ -139,8 +142,22 @@ static inline uint64_t k3_piece_hash(uint64_t w0, const uint8_t *s, size_t n, si
     return k3_tok_mix(h);
 }
 
+/* Slot e holds the piece s[0..n) (avail bytes readable at s), whose first word, length and
+ * tag it matches. */
+static inline int k3_tok_slot_rest(const struct k3_tok *t, const struct k3_tok_slot *e,
+                                   const uint8_t *s, size_t n, size_t avail)
+{
+    for (size_t k = 8; k < n && k < K3_TOK_SLOT_BYTES; k += 8)
+        if (e->w[k / 8] != k3_tok_word(s + k, n - k, avail - k)) return 0;
+    return n <= K3_TOK_SLOT_BYTES ||
+           !memcmp(t->bytes + t->off[e->rank1 - 1] + K3_TOK_SLOT_BYTES, s + K3_TOK_SLOT_BYTES,
+                   n - K3_TOK_SLOT_BYTES);
+}
+
+/* Rank of the piece s[0..n) (avail >= n bytes readable at s; first word w0, hash h) or
+ * K3_TOK_NONE. */
 static inline uint32_t k3_tok_piece_rank_h(const struct k3_tok *t, const uint8_t *s, size_t n,
-                                           uint64_t w0, uint64_t h)
+                                           size_t avail, uint64_t w0, uint64_t h)
 {
     uint32_t bit = (uint32_t)h & 0xFFFFF;
     if (!(t->piece_filter[bit >> 6] >> (bit & 63) & 1)) return K3_TOK_NONE;
@@ -149,8 +166,7 @@ static inline uint32_t k3_tok_piece_rank_h(const struct k3_tok *t, const uint8_t
     for (;;) {
         const struct k3_tok_slot *e = &t->pieces[i];
         if (!e->rank1) return K3_TOK_NONE;
-        if (e->w0 == w0 && e->len == n && e->tag == tag &&
-            (n <= 8 || !memcmp(t->bytes + t->off[e->rank1 - 1] + 8, s + 8, n - 8)))
+        if (e->w[0] == w0 && e->len == n && e->tag == tag && (n <= 8 || k3_tok_slot_rest(t, e, s, n, avail)))
             return e->rank1 - 1;
         i = (i + 1) & t->piece_mask;
     }
@@ -161,7 +177,7 @@ static inline uint32_t k3_tok_piece_rank(const struct k3_tok *t, const uint8_t *
 {
     if (n > (size_t)t->max_token_bytes) return K3_TOK_NONE;
     uint64_t w0 = k3_tok_word(s, n, n);
-    return k3_tok_piece_rank_h(t, s, n, w0, k3_piece_hash(w0, s, n, n));
+    return k3_tok_piece_rank_h(t, s, n, n, w0, k3_piece_hash(w0, s, n, n));
 }
 
 static inline uint64_t k3_tok_bigram_hash(uint32_t x, uint32_t y)
@@ -377,7 +393,7 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int valid, const uint64_t *whole, int32_t *out);
+                    int valid, const uint64_t *whole, int32_t *out); /* whole: {w0, h, avail} */
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 

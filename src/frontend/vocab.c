@@ -272,7 +272,9 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         uint64_t w0 = k3_tok_word(s, len, len), h = k3_piece_hash(w0, s, len, len);
         uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
         while (t->pieces[i].rank1) i = (i + 1) & t->piece_mask;
-        t->pieces[i] = (struct k3_tok_slot){w0, r + 1, (uint16_t)len, (uint16_t)h};
+        t->pieces[i] = (struct k3_tok_slot){{w0, len > 8 ? k3_tok_word(s + 8, len - 8, len - 8) : 0,
+                                              len > 16 ? k3_tok_word(s + 16, len - 16, len - 16) : 0},
+                                             r + 1, (uint16_t)len, (uint16_t)h};
         uint32_t bit = (uint32_t)h & 0xFFFFF;
         t->piece_filter[bit >> 6] |= 1ull << (bit & 63);
         if (len == 1) t->byte_rank[s[0]] = r;

@@ -560,6 +560,43 @@ static void test_utf8_blocks(void)
 
 /* The linear-scan and heap merges against the O(n^2) reference, on pieces long enough for
  * both paths (the heap starts above 128 bytes), from repetitive and random bytes. */
+/* The whole-token lookup (k3_tok_piece_rank_h) on every token's own bytes, read with nothing
+ * past them (under ASan, a load past the end fails); and the compare of a slot with a piece
+ * of its first word, length and tag (k3_tok_slot_rest: 24 bytes inline, the arena after), which
+ * only hash collisions reach in a lookup, on every slot: true for its token's bytes, false with
+ * one byte changed at 8..23 or past 24. */
+static void test_whole_lookup(void)
+{
+    int missed = 0, wrong = 0, changed = 0, n_slots = 0;
+    uint8_t *buf = malloc((size_t)tok->max_token_bytes);
+    for (int r = 0; r < tok->n_ranks; r++) {
+        size_t n = tok->off[r + 1] - tok->off[r];
+        uint8_t *own = malloc(n); /* exactly n bytes readable */
+        memcpy(own, tok->bytes + tok->off[r], n);
+        missed += k3_tok_piece_rank(tok, own, n) != (uint32_t)r;
+        free(own);
+    }
+    for (uint32_t i = 0; i <= tok->piece_mask; i++) {
+        const struct k3_tok_slot *e = &tok->pieces[i];
+        if (!e->rank1) continue;
+        n_slots++;
+        size_t n = e->len;
+        memcpy(buf, tok->bytes + tok->off[e->rank1 - 1], n);
+        missed += !k3_tok_slot_rest(tok, e, buf, n, n);
+        for (size_t at = 8; at < n; at = at < 23 ? at + 5 : at + 17) {
+            buf[at] ^= 0x20;
+            wrong += k3_tok_slot_rest(tok, e, buf, n, n);
+            buf[at] ^= 0x20;
+            changed++;
+        }
+    }
+    free(buf);
+    CHECK_MSG(n_slots == tok->n_ranks, "%d slots for %d ranks", n_slots, tok->n_ranks);
+    CHECK_MSG(missed == 0, "%d tokens not found by their own bytes", missed);
+    CHECK_MSG(wrong == 0, "%d of %d changed tokens matched the slot", wrong, changed);
+    CHECK_MSG(changed > 40000, "only %d changed tokens: the test lost its long tokens", changed);
+}
+
 static void test_bpe_paths(void)
 {
     static const char *alphabets[] = {"a", "ab", "abcdefghijklmnopqrstuvwxyz", "0123456789",
@@ -1003,6 +1040,7 @@ int main(void)
     test_cuts_one_long_run();
     test_exact_end();
     test_utf8_blocks();
+    test_whole_lookup();
     test_bpe_paths();
     test_bpe_ascii();
     test_bpe_multibyte();
