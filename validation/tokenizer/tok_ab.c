@@ -8,7 +8,9 @@
  *
  * Prints one JSON object per library: best and median ms, and the quartiles of its time over
  * lib 0's in the same round. Every call's id count is checked against lib 0's. Every call is
- * on new text: a build that keeps memos between calls has them emptied first (k3_tok_forget). */
+ * on new text: a build that keeps memos between calls has them emptied first (k3_tok_forget);
+ * with TOK_AB_WARM=1 in the environment they are not, so every call follows one on the same
+ * text (the warm-up rounds make the first). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,11 +76,13 @@ int main(int argc, char **argv)
     double *t = calloc((size_t)rounds * n_libs, sizeof *t); /* [round][lib] seconds */
     if (!t) return 1;
     size_t n_ids0 = 0;
+    const char *warm_env = getenv("TOK_AB_WARM");
+    int warm = warm_env && strcmp(warm_env, "0") != 0;
     for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
             struct k3_tok_ids ids = {0};
-            if (libs[i].forget) libs[i].forget(libs[i].tok);
+            if (libs[i].forget && !warm) libs[i].forget(libs[i].tok);
             double t0 = k3_now_s();
             libs[i].encode(libs[i].tok, text, len, K3_TOK_PLAIN, NULL, &ids);
             double dt = k3_now_s() - t0;
