@@ -82,6 +82,8 @@ struct k3_tok {
      * x << 41 | y << 20 | rank, open addressing, UINT64_MAX = empty. */
     uint64_t *bigram_rank;
     uint32_t bigram_rank_mask;
+    uint64_t *bigram_chars;      /* [1024]: a bit per BMP code point in a bigram_rank pair; the
+                                  * pairs of other characters are not looked up */
     /* ASCII pieces (bpe.c, k3_bpe_ascii): for each pair of ASCII bytes x y, the lowest rank
      * of a token that holds them adjacent (K3_TOK_NONE: none does). [128 * 128], x << 7 | y. */
     uint32_t *ascii_span;
@@ -95,7 +97,8 @@ struct k3_tok {
 
 /* 128 KiB: the ~57,000 pairs set about 11% of its bits (false positives ~1%, which only
  * keep a boundary), and it stays in L2 next to the other tables, where 512 KiB did not. */
-#define K3_BIGRAM_WORDS (1u << 14)
+#define K3_BIGRAM_LOG2 14
+#define K3_BIGRAM_WORDS (1u << K3_BIGRAM_LOG2)
 
 /* Hash of a short name (specials). */
 static inline uint64_t k3_tok_hash(const uint8_t *s, size_t n)
@@ -180,17 +183,24 @@ static inline uint32_t k3_tok_piece_rank(const struct k3_tok *t, const uint8_t *
     return k3_tok_piece_rank_h(t, s, n, n, w0, k3_piece_hash(w0, s, n, n));
 }
 
+/* Hash of the characters x y for the bigram filter: one multiply, whose top bits pick the
+ * filter's word (the top K3_BIGRAM_LOG2) and its two bits (the 12 bits below). */
 static inline uint64_t k3_tok_bigram_hash(uint32_t x, uint32_t y)
 {
-    return k3_tok_mix(((uint64_t)x << 21 | y) * 0x9E3779B97F4A7C15ull);
+    return ((uint64_t)x << 21 | y) * 0x9E3779B97F4A7C15ull;
+}
+
+static inline uint32_t k3_tok_bigram_word(uint64_t h) { return (uint32_t)(h >> (64 - K3_BIGRAM_LOG2)); }
+static inline uint64_t k3_tok_bigram_bits(uint64_t h)
+{
+    return 1ull << (h >> (58 - K3_BIGRAM_LOG2) & 63) | 1ull << (h >> (52 - K3_BIGRAM_LOG2) & 63);
 }
 
 /* 0: no token has the characters x y adjacent and whole; 1: some token may. */
 static inline int k3_tok_bigram_maybe(const struct k3_tok *t, uint32_t x, uint32_t y)
 {
-    uint64_t h = k3_tok_bigram_hash(x, y);
-    uint64_t bits = 1ull << (h >> 32 & 63) | 1ull << (h >> 40 & 63);
-    return (t->bigram_filter[h & (K3_BIGRAM_WORDS - 1)] & bits) == bits;
+    uint64_t h = k3_tok_bigram_hash(x, y), bits = k3_tok_bigram_bits(h);
+    return (t->bigram_filter[k3_tok_bigram_word(h)] & bits) == bits;
 }
 
 /* 256 KiB: the ~300,000 pairs set 3 bits each in one word, about a third of the bits (false
@@ -228,8 +238,14 @@ static inline uint32_t k3_tok_probe(const uint64_t *tab, uint32_t mask, uint32_t
     }
 }
 
+static inline int k3_tok_bigram_char(const struct k3_tok *t, uint32_t x)
+{
+    return x >= 65536 || (t->bigram_chars[x >> 6] >> (x & 63) & 1);
+}
+
 static inline uint32_t k3_tok_bigram_rank(const struct k3_tok *t, uint32_t x, uint32_t y)
 {
+    if (!k3_tok_bigram_char(t, x) || !k3_tok_bigram_char(t, y)) return K3_TOK_NONE;
     uint64_t key = (uint64_t)x << 21 | y;
     uint32_t i = (uint32_t)k3_tok_mix(key * 0x9E3779B97F4A7C15ull) & t->bigram_rank_mask;
     return k3_tok_probe(t->bigram_rank, t->bigram_rank_mask, i, key);

@@ -247,7 +247,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
     /* the small tables (1.6 MiB, the ones most probed) share one allocation: one huge page */
     t->bigram_rank_mask = (1u << 10) - 1; /* 8 KiB: about 300 pairs for the Kimi vocabulary */
     size_t sizes[] = {(1u << 20) / 8, K3_PAIR_FILTER_WORDS * 8, 65536 * 4, 128 * 128 * 4,
-                      65536 * 8, 65536 * 4, K3_BIGRAM_WORDS * 8, ((size_t)t->bigram_rank_mask + 1) * 8};
+                      65536 * 8, 65536 * 4, K3_BIGRAM_WORDS * 8, ((size_t)t->bigram_rank_mask + 1) * 8,
+                      65536 / 8};
     size_t total = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) total += sizes[k];
     uint8_t *arena = t->tables = table_alloc(total, 0);
@@ -259,7 +260,8 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
     t->char_info = (uint64_t *)arena, arena += sizes[4];
     t->split_rank = (uint32_t *)arena, arena += sizes[5];
     t->bigram_filter = (uint64_t *)arena, arena += sizes[6];
-    t->bigram_rank = (uint64_t *)arena;
+    t->bigram_rank = (uint64_t *)arena, arena += sizes[7];
+    t->bigram_chars = (uint64_t *)arena;
     for (int b = 0; b < 256; b++) t->byte_rank[b] = K3_TOK_NONE;
     for (uint32_t r = 0; r < n; r++) {
         const uint8_t *s = t->bytes + t->off[r];
@@ -364,7 +366,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         for (size_t j = (size_t)l; j < len; j += (size_t)l) {
             uint32_t cp = k3_utf8_decode(s + j, &l);
             uint64_t h = k3_tok_bigram_hash(prev, cp);
-            t->bigram_filter[h & (K3_BIGRAM_WORDS - 1)] |= 1ull << (h >> 32 & 63) | 1ull << (h >> 40 & 63);
+            t->bigram_filter[k3_tok_bigram_word(h)] |= k3_tok_bigram_bits(h);
             /* bigram_rank keeps the pair only when its rank can stop one of the two characters
              * from starting whole: rank <= the larger C(X) (about 300 pairs) */
             uint32_t cmax = 0;
@@ -385,6 +387,10 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                     if (++n_block * 2 > (size_t)t->bigram_rank_mask + 1)
                         return k3_err_set(err, "%s: too many low-rank character pairs", path);
                     t->bigram_rank[i] = key << 20 | r;
+                    for (int side = 0; side < 2; side++) {
+                        uint32_t x = side ? cp : prev;
+                        if (x < 65536) t->bigram_chars[x >> 6] |= 1ull << (x & 63);
+                    }
                 }
             }
             prev = cp;

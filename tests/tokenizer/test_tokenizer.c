@@ -684,12 +684,13 @@ static void test_bpe_multibyte(void)
     /* Every character pair of bigram_rank (a low-rank token holds it whole and adjacent: it
      * can stop a character from starting whole), alone, after a space and between neighbours
      * of its own characters. */
-    int n_pairs = 0;
+    int n_pairs = 0, lost = 0;
     for (uint32_t e = 0; e <= tok->bigram_rank_mask; e++) {
         uint64_t v = tok->bigram_rank[e];
         if (v == UINT64_MAX) continue;
         uint32_t cp[2] = {(uint32_t)(v >> 41), (uint32_t)(v >> 20) & 0x1FFFFF};
         n_pairs++;
+        lost += k3_tok_bigram_rank(tok, cp[0], cp[1]) != (uint32_t)(v & 0xFFFFF); /* bigram_chars */
         for (int form = 0; form < 8; form++) {
             size_t n = 0;
             if (form & 1) buf[n++] = ' ';
@@ -708,6 +709,7 @@ static void test_bpe_multibyte(void)
     }
     k3_bpe_cache_free(&cache);
     CHECK_MSG(n_pairs > 100, "bigram_rank holds %d pairs", n_pairs);
+    CHECK_MSG(lost == 0, "%d of the %d bigram_rank pairs not found by their characters", lost, n_pairs);
     CHECK_MSG(bad == 0, "%d of %d multi-byte pieces differ from the reference merge", bad, n_cases);
 }
 
