@@ -204,7 +204,7 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
     }
     size_t sets = 16; /* the long-piece table comes on first use */
     while (sets < 4096 && sets * 2048 < text_bytes) sets *= 2;
-    c->long_mask = (uint32_t)sets - 1;
+    c->long_mask = c->long_mask_made = (uint32_t)sets - 1;
 }
 
 void k3_bpe_cache_clear(struct k3_bpe_cache *c)
@@ -212,12 +212,76 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
     if (c->on) {
         struct k3_memo *m[2] = {&c->pieces, &c->segs};
         for (int k = 0; k < 2; k++) {
-            size_t sets8 = (size_t)1 << (64 - m[k]->shift8), sets16 = (size_t)1 << (64 - m[k]->shift16);
+            size_t sets8 = (size_t)1 << (64 - m[k]->shift8);
+            if (m[k]->shift16 != m[k]->shift16_made) { /* grown: back to its first size */
+                uint64_t *m16 = calloc(((size_t)1 << (64 - m[k]->shift16_made)) * 4 * K3_MEMO_WAYS,
+                                       sizeof(uint64_t));
+                K3_CHECK(m16, "out of memory");
+                free(m[k]->m16);
+                m[k]->m16 = m16;
+                m[k]->shift16 = m[k]->shift16_made;
+            } else {
+                memset(m[k]->m16, 0, ((size_t)1 << (64 - m[k]->shift16)) * 4 * K3_MEMO_WAYS * sizeof(uint64_t));
+            }
             memset(m[k]->m8, 0, sets8 * 2 * K3_MEMO_WAYS * sizeof(uint64_t));
-            memset(m[k]->m16, 0, sets16 * 4 * K3_MEMO_WAYS * sizeof(uint64_t));
+            m[k]->evicted16 = 0;
         }
     }
+    if (c->long_mask != c->long_mask_made) { /* grown: made again on first use */
+        free(c->longs);
+        free(c->long_tags);
+        c->longs = NULL;
+        c->long_tags = NULL;
+        c->long_mask = c->long_mask_made;
+    }
     if (c->long_tags) memset(c->long_tags, 0, ((size_t)c->long_mask + 1) * 2 * sizeof *c->long_tags);
+    c->long_evicted = 0;
+}
+
+/* The long-piece table with twice the sets, holding what it held (a set's two ways go to the
+ * two sets its index becomes with one more hash bit); unchanged when the memory is not there. */
+static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
+{
+    size_t ways = ((size_t)c->long_mask + 1) * 2;
+    struct k3_long_cache_entry *longs = malloc(2 * ways * sizeof *longs);
+    uint32_t *tags = calloc(2 * ways, sizeof *tags);
+    if (!longs || !tags) {
+        free(longs);
+        free(tags);
+        return;
+    }
+    uint32_t mask = c->long_mask * 2 + 1;
+    for (size_t i = 0; i < ways; i++) {
+        if (!c->long_tags[i]) continue;
+        const struct k3_long_cache_entry *e = &c->longs[i];
+        size_t n = c->long_tags[i] & 0xFF; /* the tag: hash bits << 8 | length */
+        uint64_t w0 = k3_tok_word(e->key, n, n);
+        uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, e->key, n, n) : 0; /* as piece_slow */
+        size_t set = (size_t)((uint32_t)(h >> 20) & mask) * 2, k = tags[set] ? 1 : 0;
+        tags[set + k] = c->long_tags[i];
+        longs[set + k] = *e;
+    }
+    free(c->longs);
+    free(c->long_tags);
+    c->longs = longs;
+    c->long_tags = tags;
+    c->long_mask = mask;
+}
+
+void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c)
+{
+    if (c->on) {
+        struct k3_memo *m = &c->pieces;
+        size_t held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
+        if ((size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX)
+            memo16_double(m);
+        m->evicted16 = c->segs.evicted16 = 0;
+    }
+    size_t ways = ((size_t)c->long_mask + 1) * 2;
+    if (c->longs && (size_t)c->long_evicted * 8 > ways &&
+        c->long_mask < ((c->long_mask_made + 1) << K3_MEMO_GROW_MAX) - 1)
+        long_double(t, c);
+    c->long_evicted = 0;
 }
 
 void k3_bpe_cache_free(struct k3_bpe_cache *c)
@@ -294,7 +358,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
             }
         size_t m = bpe_uncached(t, cache, s, n, avail, w0, h, valid, out);
         if (m <= K3_LONG_CACHE_IDS) {
-            int k = !tags[0] ? 0 : !tags[1] ? 1 : (int)(h >> 39 & 1);
+            int k = !tags[0] ? 0 : !tags[1] ? 1 : (cache->long_evicted++, (int)(h >> 39 & 1));
             tags[k] = tag;
             e[k].n_ids = (uint32_t)m;
             memcpy(e[k].ids, out, m * sizeof(int32_t));

@@ -128,6 +128,7 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
     uint64_t id[6] = {0};
     for (size_t i = 0; i < k; i++) id[i] = (uint64_t)ids[i];
     uint64_t *set = memo_set16(m, h);
+    m->evicted16 += set[4 * (K3_MEMO_WAYS - 1) + 2] != 0; /* the last way held a piece */
     memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
     set[0] = w0;
     set[1] = w1;
@@ -149,7 +150,29 @@ static inline void memo_init(struct k3_memo *m, size_t text_bytes)
     m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
     K3_CHECK(m->m8 && m->m16, "out of memory");
     m->shift8 = 64 - __builtin_ctzll(sets);
-    m->shift16 = 64 - __builtin_ctzll(sets16);
+    m->shift16 = m->shift16_made = 64 - __builtin_ctzll(sets16);
+    m->evicted16 = 0;
+}
+
+/* m16 with twice the sets, holding what it held: a set's entries go to the two sets its
+ * index becomes with one more hash bit, in the order they were (so none is pushed out and
+ * the most recent stays in way 0). Unchanged when the memory is not there. */
+static inline void memo16_double(struct k3_memo *m)
+{
+    size_t sets = (size_t)1 << (64 - m->shift16);
+    uint64_t *old = m->m16, *grown = calloc(sets * 2 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
+    if (!grown) return;
+    m->m16 = grown;
+    m->shift16--;
+    for (size_t i = 0; i < sets * K3_MEMO_WAYS; i += K3_MEMO_WAYS)
+        for (int k = K3_MEMO_WAYS - 1; k >= 0; k--) {
+            const uint64_t *e = old + (i + (size_t)k) * 4;
+            if (!e[2]) continue; /* empty way */
+            uint64_t *set = memo_set16(m, memo_hash(e[0], e[1], e[2] & 31));
+            memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
+            memcpy(set, e, 4 * sizeof(uint64_t));
+        }
+    free(old);
 }
 
 static inline void memo_free(struct k3_memo *m)

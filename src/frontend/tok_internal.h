@@ -295,8 +295,10 @@ static inline size_t k3_memo_text_bytes(int l) { return ((size_t)1 << l) * K3_ME
 
 struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
-    uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16) */
+    uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16), or more once grown */
     int shift8, shift16; /* a hash's set: its top log2(sets) bits */
+    int shift16_made;  /* shift16 as memo_init made it */
+    uint32_t evicted16; /* m16 entries pushed out of a full set since the last growth check */
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
@@ -319,6 +321,8 @@ struct k3_bpe_cache {
     struct k3_long_cache_entry *longs; /* [(long_mask + 1) * 2] */
     uint32_t *long_tags;    /* [(long_mask + 1) * 2] */
     uint32_t long_mask;
+    uint32_t long_mask_made; /* long_mask as made (k3_bpe_cache_clear returns to it) */
+    uint32_t long_evicted;  /* long-piece entries replaced since the last growth check */
 };
 
 /* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take):
@@ -391,8 +395,14 @@ size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const s
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
-/* Empties a cache's memos and long-piece table (its tables stay allocated). */
+/* Empties a cache's memos and long-piece table, back to the sizes they were made with. */
 void k3_bpe_cache_clear(struct k3_bpe_cache *c);
+/* After a call on a kept cache (tokenizer.c, memo_give): each of its tables of longer pieces
+ * (the pieces memo's m16, the long-piece table) whose entries the call pushed out at more
+ * than one for every 8 it holds doubles, keeping what it holds, up to K3_MEMO_GROW_MAX
+ * doublings; the eviction counts start again. */
+#define K3_MEMO_GROW_MAX 2
+void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c);
 /* tokenizer.c: the tokenizer's kept memos, made at load and freed with it. */
 struct k3_tok_memos *k3_tok_memos_new(void);
 void k3_tok_memos_free(struct k3_tok_memos *m);

@@ -63,9 +63,10 @@ int k3_tok_is_special(const struct k3_tok *tok, int32_t id);
 void k3_tok_encode(const struct k3_tok *tok, const char *text, size_t len, enum k3_tok_mode mode,
                    struct k3_pool *pool, struct k3_tok_ids *out);
 void k3_tok_ids_free(struct k3_tok_ids *ids);
-/* Empties the memos of pieces the tokenizer keeps from call to call (tokenizer.c), so that
- * the next call runs as the first did: for measuring calls on new text. The ids never
- * depend on them. Waits for calls that hold one. */
+/* Empties the memos of pieces the tokenizer keeps from call to call (tokenizer.c), and
+ * returns the tables that grew to their first size, so that the next call runs as the first
+ * did: for measuring calls on new text. The ids never depend on them. Waits for calls that
+ * hold one. */
 void k3_tok_forget(const struct k3_tok *tok);
 
 /* Decodes ids to their raw bytes (not necessarily valid UTF-8: use k3_detok for text);

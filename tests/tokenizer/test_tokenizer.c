@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "frontend/tok_internal.h"
+#include "frontend/bpe_memo.h"
 #include "frontend/unicode.h"
 #include "frontend/unicode_simd.h"
 #include "k3_test.h"
@@ -793,6 +794,64 @@ static void *kept_thread(void *arg)
     return (void *)(intptr_t)bad;
 }
 
+/* Kept memos grow (k3_bpe_cache_grow) when a call pushes entries out of m16 and the
+ * long-piece table: a 300 KB text of random Cyrillic words of 9..17 bytes and Hangul words
+ * of 19..37 (nearly all distinct) grows both. The calls after it give the same ids; every entry of a
+ * grown table sits in the set its hash names; k3_tok_forget makes the tables their first
+ * size again. */
+static void test_memo_growth(void)
+{
+    size_t want = 300000, n = 0;
+    char *s = malloc(want + 64);
+    while (n < want) { /* " " + 4..8 Cyrillic letters (9..17 bytes), or 6..12 Hangul syllables */
+        int cyr = rnd() % 2, len = cyr ? 4 + rnd() % 5 : 6 + rnd() % 7;
+        s[n++] = ' ';
+        for (int i = 0; i < len; i++)
+            n += utf8_put((uint8_t *)s + n, cyr ? 0x0430 + rnd() % 32 : 0xAC00 + rnd() % 11172);
+    }
+    k3_tok_forget(tok);
+    struct k3_tok_ids first, again;
+    encode_str(s, n, NULL, &first);
+    int bad = 0, grown16 = 0, grown_long = 0, misplaced = 0, unshrunk = 0;
+    for (int round = 0; round < 3; round++) {
+        encode_str(s, n, NULL, &again);
+        bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
+        k3_tok_ids_free(&again);
+    }
+    for (int i = 0; i < K3_TOK_MEMOS; i++) {
+        if (!tok->memos->made[i]) continue;
+        struct k3_bpe_cache *c = &tok->memos->cache[i];
+        struct k3_memo *m = &c->pieces;
+        grown16 += m->shift16 < m->shift16_made;
+        grown_long += c->long_mask > c->long_mask_made;
+        for (size_t e = 0; e < ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS; e++) {
+            const uint64_t *x = m->m16 + e * 4;
+            if (x[2]) misplaced += memo_set16(m, memo_hash(x[0], x[1], x[2] & 31)) != m->m16 + e / K3_MEMO_WAYS * K3_MEMO_WAYS * 4;
+        }
+        for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) {
+            if (!c->long_tags[e]) continue;
+            size_t len = c->long_tags[e] & 0xFF;
+            uint64_t w0 = k3_tok_word(c->longs[e].key, len, len), h = k3_piece_hash(w0, c->longs[e].key, len, len);
+            misplaced += ((uint32_t)(h >> 20) & c->long_mask) != e / 2;
+        }
+    }
+    k3_tok_forget(tok);
+    for (int i = 0; i < K3_TOK_MEMOS; i++) {
+        struct k3_bpe_cache *c = &tok->memos->cache[i];
+        if (tok->memos->made[i])
+            unshrunk += c->pieces.shift16 != c->pieces.shift16_made || c->long_mask != c->long_mask_made;
+    }
+    encode_str(s, n, NULL, &again);
+    bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
+    k3_tok_ids_free(&again);
+    k3_tok_ids_free(&first);
+    free(s);
+    CHECK_MSG(grown16 > 0 && grown_long > 0, "tables grown: m16 %d, long %d", grown16, grown_long);
+    CHECK_MSG(misplaced == 0, "%d entries of grown tables not in their hash's set", misplaced);
+    CHECK_MSG(unshrunk == 0, "%d kept memos not back to their first size after k3_tok_forget", unshrunk);
+    CHECK_MSG(bad == 0, "%d calls on grown memos differ from the first call", bad);
+}
+
 static void test_kept_memos(void)
 {
     uint8_t w[64];
@@ -1048,6 +1107,7 @@ int main(void)
     test_bpe_multibyte();
     test_memo_pieces();
     test_threads();
+    test_memo_growth();
     test_kept_memos();
     test_decode();
     test_invalid_input();
