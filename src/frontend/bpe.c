@@ -236,6 +236,7 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
     }
     if (c->long_tags) memset(c->long_tags, 0, ((size_t)c->long_mask + 1) * 2 * sizeof *c->long_tags);
     c->long_evicted = 0;
+    c->over16 = c->over_long = 0;
 }
 
 /* The long-piece table with twice the sets, holding what it held (a set's two ways go to the
@@ -273,14 +274,16 @@ void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c)
     if (c->on) {
         struct k3_memo *m = &c->pieces;
         size_t held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
-        if ((size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX)
-            memo16_double(m);
+        int over = (size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX;
+        if (over && c->over16) memo16_double(m);
+        c->over16 = (uint8_t)(over && !c->over16);
         m->evicted16 = c->segs.evicted16 = 0;
     }
     size_t ways = ((size_t)c->long_mask + 1) * 2;
-    if (c->longs && (size_t)c->long_evicted * 8 > ways &&
-        c->long_mask < ((c->long_mask_made + 1) << K3_MEMO_GROW_MAX) - 1)
-        long_double(t, c);
+    int over = c->longs && (size_t)c->long_evicted * 8 > ways &&
+               c->long_mask < ((c->long_mask_made + 1) << K3_MEMO_GROW_MAX) - 1;
+    if (over && c->over_long) long_double(t, c);
+    c->over_long = (uint8_t)(over && !c->over_long);
     c->long_evicted = 0;
 }
 

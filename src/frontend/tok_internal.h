@@ -323,6 +323,7 @@ struct k3_bpe_cache {
     uint32_t long_mask;
     uint32_t long_mask_made; /* long_mask as made (k3_bpe_cache_clear returns to it) */
     uint32_t long_evicted;  /* long-piece entries replaced since the last growth check */
+    uint8_t over16, over_long; /* the last call overflowed m16, the long-piece table */
 };
 
 /* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take):
@@ -398,9 +399,10 @@ void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* Empties a cache's memos and long-piece table, back to the sizes they were made with. */
 void k3_bpe_cache_clear(struct k3_bpe_cache *c);
 /* After a call on a kept cache (tokenizer.c, memo_give): each of its tables of longer pieces
- * (the pieces memo's m16, the long-piece table) whose entries the call pushed out at more
- * than one for every 8 it holds doubles, keeping what it holds, up to K3_MEMO_GROW_MAX
- * doublings; the eviction counts start again. */
+ * (the pieces memo's m16, the long-piece table) that the call overflowed (it pushed out more
+ * than one entry for every 8 the table holds), as the call before did, doubles, keeping what
+ * it holds, up to K3_MEMO_GROW_MAX doublings; the eviction counts start again. Two calls in
+ * a row: one large text alone does not make the memo larger for the texts after it. */
 #define K3_MEMO_GROW_MAX 2
 void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c);
 /* tokenizer.c: the tokenizer's kept memos, made at load and freed with it. */

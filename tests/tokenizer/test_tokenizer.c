@@ -841,11 +841,18 @@ static void test_memo_growth(void)
         if (tok->memos->made[i])
             unshrunk += c->pieces.shift16 != c->pieces.shift16_made || c->long_mask != c->long_mask_made;
     }
-    encode_str(s, n, NULL, &again);
+    encode_str(s, n, NULL, &again); /* one call alone: no table grows */
     bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
     k3_tok_ids_free(&again);
     k3_tok_ids_free(&first);
     free(s);
+    int grown_once = 0;
+    for (int i = 0; i < K3_TOK_MEMOS; i++) {
+        struct k3_bpe_cache *c = &tok->memos->cache[i];
+        if (tok->memos->made[i])
+            grown_once += c->pieces.shift16 != c->pieces.shift16_made || c->long_mask != c->long_mask_made;
+    }
+    CHECK_MSG(grown_once == 0, "%d kept memos grew after one call", grown_once);
     CHECK_MSG(grown16 > 0 && grown_long > 0, "tables grown: m16 %d, long %d", grown16, grown_long);
     CHECK_MSG(misplaced == 0, "%d entries of grown tables not in their hash's set", misplaced);
     CHECK_MSG(unshrunk == 0, "%d kept memos not back to their first size after k3_tok_forget", unshrunk);
