@@ -318,8 +318,8 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
     if (n <= K3_BPE_SHORT) /* multi-byte text looks the piece up itself, and only when needed */
         for (size_t i = 0; i < n; i++)
             if (s[i] >= 0x80) {
-                uint64_t whole[3] = {w0, h, avail};
-                return k3_bpe_chars(t, c, s, n, valid, fits ? whole : NULL, out);
+                struct k3_piece_key key = {w0, h, avail};
+                return k3_bpe_chars(t, c, s, n, valid, fits ? &key : NULL, out);
             }
     if (fits) {
         uint32_t r = k3_tok_piece_rank_h(t, s, n, avail, w0, h);

@@ -195,8 +195,8 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     return m;
 }
 
-/* The merge of a multi-byte piece, its whole-token lookup included (whole: the piece's first
- * word, hash and bytes readable at s; NULL when it is longer than any token). A boundary
+/* The merge of a multi-byte piece, its whole-token lookup included (whole: NULL when the
+ * piece is longer than any token). A boundary
  * between adjacent characters X|Y that no token spans can never be crossed by a merge (every
  * merge makes a token, a substring of the piece), so the merge of the piece is the merges of
  * the segments between such boundaries, each on its own: merges on either side never change
@@ -207,7 +207,7 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
  * equal to it would span the boundary), so only a piece without one takes the whole-token
  * lookup. valid: s is valid UTF-8 (else it is checked). */
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int valid, const uint64_t *whole, int32_t *out)
+                    int valid, const struct k3_piece_key *whole, int32_t *out)
 {
     uint32_t r;
     uint32_t cps[K3_BPE_SHORT];
@@ -245,7 +245,7 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
         } else {
             int cl = k3_utf8_check(s + i, n - i), dl;
             if (cl <= 0) { /* not UTF-8: only tests send that */
-                if (whole && (r = k3_tok_piece_rank_h(t, s, n, (size_t)whole[2], whole[0], whole[1])) != K3_TOK_NONE) {
+                if (whole && (r = k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h)) != K3_TOK_NONE) {
                     out[0] = (int32_t)r;
                     return 1;
                 }
@@ -270,7 +270,7 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
         i += len[j];
     }
     if (j0 == 0) {
-        if (whole && (r = k3_tok_piece_rank_h(t, s, n, (size_t)whole[2], whole[0], whole[1])) != K3_TOK_NONE) {
+        if (whole && (r = k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h)) != K3_TOK_NONE) {
             out[0] = (int32_t)r;
             return 1;
         }

@@ -420,8 +420,14 @@ size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, 
 size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
+/* A piece's whole-token lookup, made later (k3_bpe_chars): its first word, its hash
+ * (k3_piece_hash) and the bytes readable at it. */
+struct k3_piece_key {
+    uint64_t w0, h;
+    size_t avail;
+};
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
-                    int valid, const uint64_t *whole, int32_t *out); /* whole: {w0, h, avail} */
+                    int valid, const struct k3_piece_key *whole, int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
 size_t k3_bpe_piece_ref(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
 
