@@ -212,6 +212,14 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
     if (c->on) {
         struct k3_memo *m[2] = {&c->pieces, &c->segs};
         for (int k = 0; k < 2; k++) {
+            if (m[k]->shift8 != m[k]->shift8_made) { /* grown: back to its first size */
+                uint64_t *m8 = calloc(((size_t)1 << (64 - m[k]->shift8_made)) * 2 * K3_MEMO_WAYS,
+                                      sizeof(uint64_t));
+                K3_CHECK(m8, "out of memory");
+                free(m[k]->m8);
+                m[k]->m8 = m8;
+                m[k]->shift8 = m[k]->shift8_made;
+            }
             size_t sets8 = (size_t)1 << (64 - m[k]->shift8);
             if (m[k]->shift16 != m[k]->shift16_made) { /* grown: back to its first size */
                 uint64_t *m16 = calloc(((size_t)1 << (64 - m[k]->shift16_made)) * 4 * K3_MEMO_WAYS,
@@ -224,7 +232,7 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
                 memset(m[k]->m16, 0, ((size_t)1 << (64 - m[k]->shift16)) * 4 * K3_MEMO_WAYS * sizeof(uint64_t));
             }
             memset(m[k]->m8, 0, sets8 * 2 * K3_MEMO_WAYS * sizeof(uint64_t));
-            m[k]->evicted16 = 0;
+            m[k]->evicted8 = m[k]->evicted16 = 0;
         }
     }
     if (c->long_mask != c->long_mask_made) { /* grown: made again on first use */
@@ -236,7 +244,7 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
     }
     if (c->long_tags) memset(c->long_tags, 0, ((size_t)c->long_mask + 1) * 2 * sizeof *c->long_tags);
     c->long_evicted = 0;
-    c->over16 = c->over_long = 0;
+    c->over8 = c->over16 = c->over_long = 0;
 }
 
 /* The long-piece table with twice the sets, holding what it held (a set's two ways go to the
@@ -273,11 +281,15 @@ void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c)
 {
     if (c->on) {
         struct k3_memo *m = &c->pieces;
-        size_t held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
-        int over = (size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX;
+        size_t held = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
+        int over = (size_t)m->evicted8 * 32 > held && m->shift8_made - m->shift8 < K3_MEMO_GROW_MAX;
+        if (over && c->over8) memo8_double(m);
+        c->over8 = (uint8_t)(over && !c->over8);
+        held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
+        over = (size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX;
         if (over && c->over16) memo16_double(m);
         c->over16 = (uint8_t)(over && !c->over16);
-        m->evicted16 = c->segs.evicted16 = 0;
+        m->evicted8 = m->evicted16 = c->segs.evicted8 = c->segs.evicted16 = 0;
     }
     size_t ways = ((size_t)c->long_mask + 1) * 2;
     int over = c->longs && (size_t)c->long_evicted * 8 > ways &&

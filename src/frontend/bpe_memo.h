@@ -120,6 +120,7 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
     if (k > 6 || k == 0) return;
     if (n <= 7) {
         uint64_t *set = memo_set8(m, h);
+        m->evicted8 += set[2 * (K3_MEMO_WAYS - 1)] != 0; /* the last way held a piece */
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
         set[0] = memo_key8(w0, n) | (k <= 2 ? (uint64_t)k << 62 : M8_IN_M16);
         set[1] = k <= 2 ? (uint32_t)ids[0] | (k == 2 ? (uint64_t)(uint32_t)ids[1] << 32 : 0) : 0;
@@ -149,9 +150,29 @@ static inline void memo_init(struct k3_memo *m, size_t text_bytes)
     m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
     m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
     K3_CHECK(m->m8 && m->m16, "out of memory");
-    m->shift8 = 64 - __builtin_ctzll(sets);
+    m->shift8 = m->shift8_made = 64 - __builtin_ctzll(sets);
     m->shift16 = m->shift16_made = 64 - __builtin_ctzll(sets16);
-    m->evicted16 = 0;
+    m->evicted8 = m->evicted16 = 0;
+}
+
+/* m8 with twice the sets, holding what it held (as memo16_double below). An entry's key is
+ * its first word less the id count and the M8_IN_M16 flag. */
+static inline void memo8_double(struct k3_memo *m)
+{
+    size_t sets = (size_t)1 << (64 - m->shift8);
+    uint64_t *old = m->m8, *grown = calloc(sets * 2 * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
+    if (!grown) return;
+    m->m8 = grown;
+    m->shift8--;
+    for (size_t i = 0; i < sets * K3_MEMO_WAYS; i += K3_MEMO_WAYS)
+        for (int k = K3_MEMO_WAYS - 1; k >= 0; k--) {
+            const uint64_t *e = old + (i + (size_t)k) * 2;
+            if (!e[0]) continue; /* empty way */
+            uint64_t *set = memo_set8(m, memo_hash8(e[0] & (M8_IN_M16 - 1)));
+            memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
+            memcpy(set, e, 2 * sizeof(uint64_t));
+        }
+    free(old);
 }
 
 /* m16 with twice the sets, holding what it held: a set's entries go to the two sets its

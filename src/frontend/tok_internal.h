@@ -297,8 +297,8 @@ struct k3_memo {
     uint64_t *m8;      /* [sets8 * 4 * 2] */
     uint64_t *m16;     /* [sets16 * 4 * 4], sets16 = sets8 / 2 (at least 16), or more once grown */
     int shift8, shift16; /* a hash's set: its top log2(sets) bits */
-    int shift16_made;  /* shift16 as memo_init made it */
-    uint32_t evicted16; /* m16 entries pushed out of a full set since the last growth check */
+    int shift8_made, shift16_made; /* shift8, shift16 as memo_init made them */
+    uint32_t evicted8, evicted16; /* entries pushed out of a full set since the last growth check */
 };
 
 /* Longer pieces (17..48 bytes: CJK phrases, long words) in a third table that keeps the
@@ -323,7 +323,7 @@ struct k3_bpe_cache {
     uint32_t long_mask;
     uint32_t long_mask_made; /* long_mask as made (k3_bpe_cache_clear returns to it) */
     uint32_t long_evicted;  /* long-piece entries replaced since the last growth check */
-    uint8_t over16, over_long; /* the last call overflowed m16, the long-piece table */
+    uint8_t over8, over16, over_long; /* the last call overflowed m8, m16, the long-piece table */
 };
 
 /* The memos the tokenizer keeps from call to call (tokenizer.c, memo_take):
@@ -398,11 +398,13 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
 /* Empties a cache's memos and long-piece table, back to the sizes they were made with. */
 void k3_bpe_cache_clear(struct k3_bpe_cache *c);
-/* After a call on a kept cache (tokenizer.c, memo_give): each of its tables of longer pieces
- * (the pieces memo's m16, the long-piece table) that the call overflowed (it pushed out more
- * than one entry for every 8 the table holds), as the call before did, doubles, keeping what
- * it holds, up to K3_MEMO_GROW_MAX doublings; the eviction counts start again. Two calls in
- * a row: one large text alone does not make the memo larger for the texts after it. */
+/* After a call on a kept cache (tokenizer.c, memo_give): each of its piece tables (the
+ * pieces memo's m8 and m16, the long-piece table) that the call overflowed, as the call before
+ * did, doubles, keeping what it holds, up to K3_MEMO_GROW_MAX doublings; the eviction counts
+ * start again. Overflowed: the call pushed out more than one entry for every 8 the table
+ * holds (m8: every 32; its short pieces repeat most, and a full set pushes out ones that
+ * come again). Two calls in a row: one large text alone does not make the memo larger for
+ * the texts after it. */
 #define K3_MEMO_GROW_MAX 2
 void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c);
 /* tokenizer.c: the tokenizer's kept memos, made at load and freed with it. */

@@ -794,25 +794,25 @@ static void *kept_thread(void *arg)
     return (void *)(intptr_t)bad;
 }
 
-/* Kept memos grow (k3_bpe_cache_grow) when a call pushes entries out of m16 and the
- * long-piece table: a 300 KB text of random Cyrillic words of 9..17 bytes and Hangul words
- * of 19..37 (nearly all distinct) grows both. The calls after it give the same ids; every entry of a
- * grown table sits in the set its hash names; k3_tok_forget makes the tables their first
- * size again. */
+/* Kept memos grow (k3_bpe_cache_grow) when two calls in a row push entries out of m8, m16
+ * and the long-piece table: a 300 KB text of random Cyrillic words of 5..7 and 9..17 bytes
+ * and Hangul words of 19..37 (nearly all distinct), sent again, grows all three. The calls
+ * after give the same ids; every entry of a grown table sits in the set its hash names;
+ * k3_tok_forget makes the tables their first size again, and one call alone grows none. */
 static void test_memo_growth(void)
 {
     size_t want = 300000, n = 0;
     char *s = malloc(want + 64);
-    while (n < want) { /* " " + 4..8 Cyrillic letters (9..17 bytes), or 6..12 Hangul syllables */
-        int cyr = rnd() % 2, len = cyr ? 4 + rnd() % 5 : 6 + rnd() % 7;
+    while (n < want) { /* " " + 2..3 or 4..8 Cyrillic letters (5..7, 9..17 bytes), or 6..12 Hangul syllables */
+        int kind = (int)(rnd() % 3), len = kind == 0 ? 2 + rnd() % 2 : kind == 1 ? 4 + rnd() % 5 : 6 + rnd() % 7;
         s[n++] = ' ';
         for (int i = 0; i < len; i++)
-            n += utf8_put((uint8_t *)s + n, cyr ? 0x0430 + rnd() % 32 : 0xAC00 + rnd() % 11172);
+            n += utf8_put((uint8_t *)s + n, kind < 2 ? 0x0430 + rnd() % 32 : 0xAC00 + rnd() % 11172);
     }
     k3_tok_forget(tok);
     struct k3_tok_ids first, again;
     encode_str(s, n, NULL, &first);
-    int bad = 0, grown16 = 0, grown_long = 0, misplaced = 0, unshrunk = 0;
+    int bad = 0, grown8 = 0, grown16 = 0, grown_long = 0, misplaced = 0, unshrunk = 0;
     for (int round = 0; round < 3; round++) {
         encode_str(s, n, NULL, &again);
         bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
@@ -822,7 +822,12 @@ static void test_memo_growth(void)
         if (!tok->memos->made[i]) continue;
         struct k3_bpe_cache *c = &tok->memos->cache[i];
         struct k3_memo *m = &c->pieces;
+        grown8 += m->shift8 < m->shift8_made;
         grown16 += m->shift16 < m->shift16_made;
+        for (size_t e = 0; e < ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS; e++) {
+            const uint64_t *x = m->m8 + e * 2;
+            if (x[0]) misplaced += memo_set8(m, memo_hash8(x[0] & (M8_IN_M16 - 1))) != m->m8 + e / K3_MEMO_WAYS * K3_MEMO_WAYS * 2;
+        }
         grown_long += c->long_mask > c->long_mask_made;
         for (size_t e = 0; e < ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS; e++) {
             const uint64_t *x = m->m16 + e * 4;
@@ -839,7 +844,8 @@ static void test_memo_growth(void)
     for (int i = 0; i < K3_TOK_MEMOS; i++) {
         struct k3_bpe_cache *c = &tok->memos->cache[i];
         if (tok->memos->made[i])
-            unshrunk += c->pieces.shift16 != c->pieces.shift16_made || c->long_mask != c->long_mask_made;
+            unshrunk += c->pieces.shift8 != c->pieces.shift8_made || c->pieces.shift16 != c->pieces.shift16_made ||
+                        c->long_mask != c->long_mask_made;
     }
     encode_str(s, n, NULL, &again); /* one call alone: no table grows */
     bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
@@ -850,10 +856,11 @@ static void test_memo_growth(void)
     for (int i = 0; i < K3_TOK_MEMOS; i++) {
         struct k3_bpe_cache *c = &tok->memos->cache[i];
         if (tok->memos->made[i])
-            grown_once += c->pieces.shift16 != c->pieces.shift16_made || c->long_mask != c->long_mask_made;
+            grown_once += c->pieces.shift8 != c->pieces.shift8_made || c->pieces.shift16 != c->pieces.shift16_made ||
+                          c->long_mask != c->long_mask_made;
     }
     CHECK_MSG(grown_once == 0, "%d kept memos grew after one call", grown_once);
-    CHECK_MSG(grown16 > 0 && grown_long > 0, "tables grown: m16 %d, long %d", grown16, grown_long);
+    CHECK_MSG(grown8 > 0 && grown16 > 0 && grown_long > 0, "tables grown: m8 %d, m16 %d, long %d", grown8, grown16, grown_long);
     CHECK_MSG(misplaced == 0, "%d entries of grown tables not in their hash's set", misplaced);
     CHECK_MSG(unshrunk == 0, "%d kept memos not back to their first size after k3_tok_forget", unshrunk);
     CHECK_MSG(bad == 0, "%d calls on grown memos differ from the first call", bad);
