@@ -347,12 +347,12 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
  * instead of 16-18 on the dev VM (its first call: 24; it has about 13,500 distinct pieces
  * of that length). */
 #define MEMO_LONG_FACTOR 4
-/* And a kept memo's tables of longer pieces grow after two calls in a row whose pieces did
- * not fit (k3_bpe_cache_grow, at memo_give): larger from the start they made new text slower
- * (m16 at twice its sets: a 1M-token text's first call +4% on the dev VM); grown after one
- * such call, every call after k3_tok_forget paid the rehash (+2-3% on the host); grown after
- * two, a text sent again is faster (host: cjk -14%, long_200k -14%, long_1m -11%, mixed
- * -11%) and a text after another of its size not slower (within 1-3%, either way).
+/* And a kept memo's piece tables grow after two calls in a row whose pieces did not fit
+ * (k3_bpe_cache_grow, at memo_give): larger from the start they made new text slower (m16 at
+ * twice its sets: a 1M-token text's first call +4% on the dev VM); grown after one such call,
+ * every call after k3_tok_forget paid the rehash (+2-3% on the host); grown after two, a text
+ * sent again is faster (host: long_200k -24%, cjk -13%, long_1m -9%, code -8%, mixed -7%,
+ * prose -5%) and a text after another of its size not slower (within 1-3%, either way).
  * k3_tok_forget makes them their first size again. */
 
 struct k3_tok_memos *k3_tok_memos_new(void)
