@@ -207,31 +207,28 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
     c->long_mask = c->long_mask_made = (uint32_t)sets - 1;
 }
 
+/* A memo table of entries of `words` words, emptied and back to its first size (shift_made). */
+static void memo_table_reset(uint64_t **tab, int *shift, int shift_made, size_t words)
+{
+    size_t n = ((size_t)1 << (64 - shift_made)) * K3_MEMO_WAYS * words;
+    if (*shift == shift_made) {
+        memset(*tab, 0, n * sizeof(uint64_t));
+        return;
+    }
+    uint64_t *first = calloc(n, sizeof(uint64_t)); /* grown */
+    K3_CHECK(first, "out of memory");
+    free(*tab);
+    *tab = first;
+    *shift = shift_made;
+}
+
 void k3_bpe_cache_clear(struct k3_bpe_cache *c)
 {
     if (c->on) {
         struct k3_memo *m[2] = {&c->pieces, &c->segs};
         for (int k = 0; k < 2; k++) {
-            if (m[k]->shift8 != m[k]->shift8_made) { /* grown: back to its first size */
-                uint64_t *m8 = calloc(((size_t)1 << (64 - m[k]->shift8_made)) * 2 * K3_MEMO_WAYS,
-                                      sizeof(uint64_t));
-                K3_CHECK(m8, "out of memory");
-                free(m[k]->m8);
-                m[k]->m8 = m8;
-                m[k]->shift8 = m[k]->shift8_made;
-            }
-            size_t sets8 = (size_t)1 << (64 - m[k]->shift8);
-            if (m[k]->shift16 != m[k]->shift16_made) { /* grown: back to its first size */
-                uint64_t *m16 = calloc(((size_t)1 << (64 - m[k]->shift16_made)) * 4 * K3_MEMO_WAYS,
-                                       sizeof(uint64_t));
-                K3_CHECK(m16, "out of memory");
-                free(m[k]->m16);
-                m[k]->m16 = m16;
-                m[k]->shift16 = m[k]->shift16_made;
-            } else {
-                memset(m[k]->m16, 0, ((size_t)1 << (64 - m[k]->shift16)) * 4 * K3_MEMO_WAYS * sizeof(uint64_t));
-            }
-            memset(m[k]->m8, 0, sets8 * 2 * K3_MEMO_WAYS * sizeof(uint64_t));
+            memo_table_reset(&m[k]->m8, &m[k]->shift8, m[k]->shift8_made, 2);
+            memo_table_reset(&m[k]->m16, &m[k]->shift16, m[k]->shift16_made, 4);
             m[k]->evicted8 = m[k]->evicted16 = 0;
         }
     }
