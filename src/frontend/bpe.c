@@ -274,26 +274,54 @@ static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
     c->long_mask = mask;
 }
 
-void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c)
+/* The bytes of each table (a doubling adds as much again). */
+static size_t m8_bytes(const struct k3_memo *m) { return ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS * 16; }
+static size_t m16_bytes(const struct k3_memo *m) { return ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS * 32; }
+static size_t long_bytes(uint32_t mask)
 {
+    return ((size_t)mask + 1) * 2 * (sizeof(struct k3_long_cache_entry) + sizeof(uint32_t));
+}
+
+size_t k3_bpe_cache_grown_bytes(const struct k3_bpe_cache *c)
+{
+    size_t b = 0;
+    if (c->on) {
+        const struct k3_memo *m = &c->pieces;
+        b += m8_bytes(m) - (m8_bytes(m) >> (m->shift8_made - m->shift8));
+        b += m16_bytes(m) - (m16_bytes(m) >> (m->shift16_made - m->shift16));
+    }
+    if (c->longs) b += long_bytes(c->long_mask) - long_bytes(c->long_mask_made);
+    return b;
+}
+
+size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t room)
+{
+    size_t before = k3_bpe_cache_grown_bytes(c);
     if (c->on) {
         struct k3_memo *m = &c->pieces;
         size_t held = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
         int over = (size_t)m->evicted8 * 32 > held && m->shift8_made - m->shift8 < K3_MEMO_GROW_MAX;
-        if (over && c->over8) memo8_double(m);
+        if (over && c->over8 && m8_bytes(m) <= room) {
+            room -= m8_bytes(m);
+            memo8_double(m);
+        }
         c->over8 = (uint8_t)(over && !c->over8);
         held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
         over = (size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX;
-        if (over && c->over16) memo16_double(m);
+        if (over && c->over16 && m16_bytes(m) <= room) {
+            room -= m16_bytes(m);
+            memo16_double(m);
+        }
         c->over16 = (uint8_t)(over && !c->over16);
         m->evicted8 = m->evicted16 = c->segs.evicted8 = c->segs.evicted16 = 0;
     }
     size_t ways = ((size_t)c->long_mask + 1) * 2;
     int over = c->longs && (size_t)c->long_evicted * 8 > ways &&
                c->long_mask < ((c->long_mask_made + 1) << K3_MEMO_GROW_MAX) - 1;
-    if (over && c->over_long) long_double(t, c);
+    if (over && c->over_long && long_bytes(c->long_mask) <= room) long_double(t, c);
     c->over_long = (uint8_t)(over && !c->over_long);
     c->long_evicted = 0;
+    return k3_bpe_cache_grown_bytes(c) - before;
 }
 
 void k3_bpe_cache_free(struct k3_bpe_cache *c)

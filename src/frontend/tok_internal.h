@@ -335,7 +335,10 @@ struct k3_tok_memos {
     atomic_int busy[K3_TOK_MEMOS]; /* 1 while a call or a worker holds it */
     int made[K3_TOK_MEMOS];        /* its tables are allocated (written by its holder) */
     struct k3_bpe_cache cache[K3_TOK_MEMOS];
+    atomic_size_t grown;           /* bytes the kept memos' tables have grown by, all together */
+    size_t grow_budget;            /* the most they may grow by (K3_TOK_MEMO_GROW_BUDGET) */
 };
+#define K3_TOK_MEMO_GROW_BUDGET ((size_t)256 << 20)
 
 /* Prefetch hints (an asm prefetch on x86-64 and aarch64, the GCC/Clang builtin on other
  * targets, a no-op elsewhere): BPE of a piece looks up many independent pairs, each a likely
@@ -406,7 +409,10 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c);
  * come again). Two calls in a row: one large text alone does not make the memo larger for
  * the texts after it. */
 #define K3_MEMO_GROW_MAX 2
-void k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c);
+/* room: the most bytes the tables may grow by; returns the bytes they grew by. */
+size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t room);
+/* The bytes a cache's tables hold beyond the sizes they were made with. */
+size_t k3_bpe_cache_grown_bytes(const struct k3_bpe_cache *c);
 /* tokenizer.c: the tokenizer's kept memos, made at load and freed with it. */
 struct k3_tok_memos *k3_tok_memos_new(void);
 void k3_tok_memos_free(struct k3_tok_memos *m);

@@ -358,7 +358,10 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
 struct k3_tok_memos *k3_tok_memos_new(void)
 {
     struct k3_tok_memos *m = calloc(1, sizeof *m);
-    for (int i = 0; m && i < K3_TOK_MEMOS; i++) atomic_init(&m->busy[i], 0);
+    if (!m) return NULL;
+    for (int i = 0; i < K3_TOK_MEMOS; i++) atomic_init(&m->busy[i], 0);
+    atomic_init(&m->grown, 0);
+    m->grow_budget = K3_TOK_MEMO_GROW_BUDGET;
     return m;
 }
 
@@ -400,9 +403,13 @@ static void memo_give(const struct k3_tok *t, struct k3_bpe_cache *c, int slot)
 {
     if (slot < 0) {
         k3_bpe_cache_free(c);
-    } else {
-        k3_bpe_cache_grow(t, c);
-        atomic_store_explicit(&t->memos->busy[slot], 0, memory_order_release);
+    } else { /* grow within what the budget has left (two calls at once may both take the
+              * same room: the budget is a bound, give or take one table) */
+        struct k3_tok_memos *m = t->memos;
+        size_t used = atomic_load_explicit(&m->grown, memory_order_relaxed);
+        size_t added = k3_bpe_cache_grow(t, c, used < m->grow_budget ? m->grow_budget - used : 0);
+        if (added) atomic_fetch_add_explicit(&m->grown, added, memory_order_relaxed);
+        atomic_store_explicit(&m->busy[slot], 0, memory_order_release);
     }
 }
 
@@ -411,7 +418,10 @@ void k3_tok_forget(const struct k3_tok *t)
     struct k3_tok_memos *m = t->memos;
     for (int i = 0; i < K3_TOK_MEMOS; i++) {
         while (atomic_exchange_explicit(&m->busy[i], 1, memory_order_acquire)) sched_yield();
-        if (m->made[i]) k3_bpe_cache_clear(&m->cache[i]);
+        if (m->made[i]) {
+            atomic_fetch_sub_explicit(&m->grown, k3_bpe_cache_grown_bytes(&m->cache[i]), memory_order_relaxed);
+            k3_bpe_cache_clear(&m->cache[i]);
+        }
         atomic_store_explicit(&m->busy[i], 0, memory_order_release);
     }
 }

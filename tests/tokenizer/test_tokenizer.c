@@ -840,13 +840,30 @@ static void test_memo_growth(void)
             misplaced += ((uint32_t)(h >> 20) & c->long_mask) != e / 2;
         }
     }
+    size_t counted = 0; /* the budget's count is the sum of what each memo grew by */
+    for (int i = 0; i < K3_TOK_MEMOS; i++)
+        if (tok->memos->made[i]) counted += k3_bpe_cache_grown_bytes(&tok->memos->cache[i]);
+    size_t grown_bytes = atomic_load(&tok->memos->grown);
     k3_tok_forget(tok);
+    size_t after_forget = atomic_load(&tok->memos->grown);
     for (int i = 0; i < K3_TOK_MEMOS; i++) {
         struct k3_bpe_cache *c = &tok->memos->cache[i];
         if (tok->memos->made[i])
             unshrunk += c->pieces.shift8 != c->pieces.shift8_made || c->pieces.shift16 != c->pieces.shift16_made ||
                         c->long_mask != c->long_mask_made;
     }
+    /* no room in the budget: the same calls grow nothing */
+    tok->memos->grow_budget = 0;
+    for (int round = 0; round < 4; round++) {
+        encode_str(s, n, NULL, &again);
+        bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
+        k3_tok_ids_free(&again);
+    }
+    int over_budget = 0;
+    for (int i = 0; i < K3_TOK_MEMOS; i++)
+        if (tok->memos->made[i]) over_budget += k3_bpe_cache_grown_bytes(&tok->memos->cache[i]) != 0;
+    tok->memos->grow_budget = K3_TOK_MEMO_GROW_BUDGET;
+    k3_tok_forget(tok);
     encode_str(s, n, NULL, &again); /* one call alone: no table grows */
     bad += again.n != first.n || memcmp(again.ids, first.ids, first.n * sizeof(int32_t));
     k3_tok_ids_free(&again);
@@ -860,6 +877,9 @@ static void test_memo_growth(void)
                           c->long_mask != c->long_mask_made;
     }
     CHECK_MSG(grown_once == 0, "%d kept memos grew after one call", grown_once);
+    CHECK_MSG(grown_bytes > 0 && grown_bytes == counted, "grown %zu bytes, the memos say %zu", grown_bytes, counted);
+    CHECK_MSG(after_forget == 0, "%zu bytes still counted as grown after k3_tok_forget", after_forget);
+    CHECK_MSG(over_budget == 0, "%d kept memos grew with no room in the budget", over_budget);
     CHECK_MSG(grown8 > 0 && grown16 > 0 && grown_long > 0, "tables grown: m8 %d, m16 %d, long %d", grown8, grown16, grown_long);
     CHECK_MSG(misplaced == 0, "%d entries of grown tables not in their hash's set", misplaced);
     CHECK_MSG(unshrunk == 0, "%d kept memos not back to their first size after k3_tok_forget", unshrunk);
