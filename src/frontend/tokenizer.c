@@ -353,7 +353,8 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
  * every call after k3_tok_forget paid the rehash (+2-3% on the host); grown after two, a text
  * sent again is faster (host: long_200k -24%, cjk -13%, long_1m -9%, code -8%, mixed -7%,
  * prose -5%) and a text after another of its size not slower (within 1-3%, either way).
- * k3_tok_forget makes them their first size again. */
+ * k3_tok_forget makes them their first size again. All kept memos together grow by at most
+ * K3_TOK_MEMO_GROW_BUDGET. */
 
 struct k3_tok_memos *k3_tok_memos_new(void)
 {
