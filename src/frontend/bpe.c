@@ -274,9 +274,13 @@ static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
     c->long_mask = mask;
 }
 
-/* The bytes of each table (a doubling adds as much again). */
-static size_t m8_bytes(const struct k3_memo *m) { return ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS * 16; }
-static size_t m16_bytes(const struct k3_memo *m) { return ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS * 32; }
+/* The bytes of a memo table (entries of `words` words, set = hash >> shift) and of the
+ * long-piece table; a doubling adds as much again. */
+static size_t table_bytes(int shift, size_t words)
+{
+    return ((size_t)1 << (64 - shift)) * K3_MEMO_WAYS * words * sizeof(uint64_t);
+}
+
 static size_t long_bytes(uint32_t mask)
 {
     return ((size_t)mask + 1) * 2 * (sizeof(struct k3_long_cache_entry) + sizeof(uint32_t));
@@ -287,11 +291,27 @@ size_t k3_bpe_cache_grown_bytes(const struct k3_bpe_cache *c)
     size_t b = 0;
     if (c->on) {
         const struct k3_memo *m = &c->pieces;
-        b += m8_bytes(m) - (m8_bytes(m) >> (m->shift8_made - m->shift8));
-        b += m16_bytes(m) - (m16_bytes(m) >> (m->shift16_made - m->shift16));
+        b += table_bytes(m->shift8, 2) - table_bytes(m->shift8_made, 2);
+        b += table_bytes(m->shift16, 4) - table_bytes(m->shift16_made, 4);
     }
     if (c->longs) b += long_bytes(c->long_mask) - long_bytes(c->long_mask_made);
     return b;
+}
+
+/* A memo table (entries of `words` words) that this call overflowed (pushed out more than one
+ * entry for every `per` it holds) doubles when the call before overflowed it too and *room
+ * has its bytes (taken from it), up to K3_MEMO_GROW_MAX doublings; *was_over becomes whether
+ * this call overflowed it without its growing. */
+static void memo_table_grow(uint64_t **tab, int *shift, int shift_made, size_t words,
+                            uint32_t evicted, size_t per, uint8_t *was_over, size_t *room)
+{
+    size_t held = ((size_t)1 << (64 - *shift)) * K3_MEMO_WAYS, bytes = table_bytes(*shift, words);
+    int over = (size_t)evicted * per > held && shift_made - *shift < K3_MEMO_GROW_MAX;
+    if (over && *was_over && bytes <= *room) {
+        *room -= bytes;
+        memo_table_double(tab, shift, words);
+    }
+    *was_over = (uint8_t)(over && !*was_over);
 }
 
 size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t room)
@@ -299,20 +319,8 @@ size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t 
     size_t before = k3_bpe_cache_grown_bytes(c);
     if (c->on) {
         struct k3_memo *m = &c->pieces;
-        size_t held = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
-        int over = (size_t)m->evicted8 * 32 > held && m->shift8_made - m->shift8 < K3_MEMO_GROW_MAX;
-        if (over && c->over8 && m8_bytes(m) <= room) {
-            room -= m8_bytes(m);
-            memo8_double(m);
-        }
-        c->over8 = (uint8_t)(over && !c->over8);
-        held = ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS;
-        over = (size_t)m->evicted16 * 8 > held && m->shift16_made - m->shift16 < K3_MEMO_GROW_MAX;
-        if (over && c->over16 && m16_bytes(m) <= room) {
-            room -= m16_bytes(m);
-            memo16_double(m);
-        }
-        c->over16 = (uint8_t)(over && !c->over16);
+        memo_table_grow(&m->m8, &m->shift8, m->shift8_made, 2, m->evicted8, 32, &c->over8, &room);
+        memo_table_grow(&m->m16, &m->shift16, m->shift16_made, 4, m->evicted16, 8, &c->over16, &room);
         m->evicted8 = m->evicted16 = c->segs.evicted8 = c->segs.evicted16 = 0;
     }
     size_t ways = ((size_t)c->long_mask + 1) * 2;

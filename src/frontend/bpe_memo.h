@@ -155,43 +155,34 @@ static inline void memo_init(struct k3_memo *m, size_t text_bytes)
     m->evicted8 = m->evicted16 = 0;
 }
 
-/* m8 with twice the sets, holding what it held (as memo16_double below). An entry's key is
- * its first word less the id count and the M8_IN_M16 flag. */
-static inline void memo8_double(struct k3_memo *m)
+/* A memo table's entry e of `words` words (m8: 2, m16: 4): its hash (m8: of its key, the first
+ * word less the id count and M8_IN_M16; m16: of its words and length), and whether the way is
+ * empty (m8: no key; m16: no length). */
+static inline uint64_t memo_entry_hash(const uint64_t *e, size_t words)
 {
-    size_t sets = (size_t)1 << (64 - m->shift8);
-    uint64_t *old = m->m8, *grown = calloc(sets * 2 * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
-    if (!grown) return;
-    m->m8 = grown;
-    m->shift8--;
-    for (size_t i = 0; i < sets * K3_MEMO_WAYS; i += K3_MEMO_WAYS)
-        for (int k = K3_MEMO_WAYS - 1; k >= 0; k--) {
-            const uint64_t *e = old + (i + (size_t)k) * 2;
-            if (!e[0]) continue; /* empty way */
-            uint64_t *set = memo_set8(m, memo_hash8(e[0] & (M8_IN_M16 - 1)));
-            memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
-            memcpy(set, e, 2 * sizeof(uint64_t));
-        }
-    free(old);
+    return words == 2 ? memo_hash8(e[0] & (M8_IN_M16 - 1)) : memo_hash(e[0], e[1], e[2] & 31);
 }
 
-/* m16 with twice the sets, holding what it held: a set's entries go to the two sets its
- * index becomes with one more hash bit, in the order they were (so none is pushed out and
- * the most recent stays in way 0). Unchanged when the memory is not there. */
-static inline void memo16_double(struct k3_memo *m)
+static inline int memo_entry_empty(const uint64_t *e, size_t words) { return !e[words == 2 ? 0 : 2]; }
+
+/* The table *tab (entries of `words` words, sets of K3_MEMO_WAYS, set = hash >> *shift) with
+ * twice the sets, holding what it held: a set's entries go to the two sets its index becomes
+ * with one more hash bit, in the order they were (so none is pushed out and the most recent
+ * stays in way 0). Unchanged when the memory is not there. */
+static inline void memo_table_double(uint64_t **tab, int *shift, size_t words)
 {
-    size_t sets = (size_t)1 << (64 - m->shift16);
-    uint64_t *old = m->m16, *grown = calloc(sets * 2 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
+    size_t sets = (size_t)1 << (64 - *shift), set_words = words * K3_MEMO_WAYS;
+    uint64_t *old = *tab, *grown = calloc(sets * 2 * set_words, sizeof(uint64_t));
     if (!grown) return;
-    m->m16 = grown;
-    m->shift16--;
-    for (size_t i = 0; i < sets * K3_MEMO_WAYS; i += K3_MEMO_WAYS)
+    *tab = grown;
+    (*shift)--;
+    for (size_t i = 0; i < sets; i++)
         for (int k = K3_MEMO_WAYS - 1; k >= 0; k--) {
-            const uint64_t *e = old + (i + (size_t)k) * 4;
-            if (!e[2]) continue; /* empty way */
-            uint64_t *set = memo_set16(m, memo_hash(e[0], e[1], e[2] & 31));
-            memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
-            memcpy(set, e, 4 * sizeof(uint64_t));
+            const uint64_t *e = old + i * set_words + (size_t)k * words;
+            if (memo_entry_empty(e, words)) continue;
+            uint64_t *set = grown + (size_t)(memo_entry_hash(e, words) >> *shift) * set_words;
+            memmove(set + words, set, sizeof(uint64_t) * words * (K3_MEMO_WAYS - 1));
+            memcpy(set, e, words * sizeof(uint64_t));
         }
     free(old);
 }
