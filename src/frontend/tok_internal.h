@@ -334,6 +334,8 @@ struct k3_bpe_cache {
 struct k3_tok_memos {
     atomic_int busy[K3_TOK_MEMOS]; /* 1 while a call or a worker holds it */
     int made[K3_TOK_MEMOS];        /* its tables are allocated (written by its holder) */
+    int used[K3_TOK_MEMOS];        /* taken since it was made or last emptied: k3_tok_forget
+                                    * empties only these (written by its holder) */
     struct k3_bpe_cache cache[K3_TOK_MEMOS];
     atomic_size_t grown;           /* bytes the kept memos' tables have grown by, all together */
     size_t grow_budget;            /* the most they may grow by (K3_TOK_MEMO_GROW_BUDGET) */

@@ -392,6 +392,7 @@ static struct k3_bpe_cache *memo_take(const struct k3_tok *t, size_t text_bytes,
             c->long_mask = c->long_mask_made = (c->long_mask + 1) * MEMO_LONG_FACTOR - 1; /* made on first use */
             m->made[i] = 1;
         }
+        m->used[i] = 1;
         *slot = i;
         return &m->cache[i];
     }
@@ -419,9 +420,10 @@ void k3_tok_forget(const struct k3_tok *t)
     struct k3_tok_memos *m = t->memos;
     for (int i = 0; i < K3_TOK_MEMOS; i++) {
         while (atomic_exchange_explicit(&m->busy[i], 1, memory_order_acquire)) sched_yield();
-        if (m->made[i]) {
+        if (m->used[i]) {
             atomic_fetch_sub_explicit(&m->grown, k3_bpe_cache_grown_bytes(&m->cache[i]), memory_order_relaxed);
             k3_bpe_cache_clear(&m->cache[i]);
+            m->used[i] = 0;
         }
         atomic_store_explicit(&m->busy[i], 0, memory_order_release);
     }

@@ -926,6 +926,60 @@ static void test_kept_memos(void)
     }
 }
 
+/* The entries a kept memo holds: its m8 and m16 ways of pieces and of segments, and its
+ * long-piece tags. */
+static size_t memo_entries(const struct k3_bpe_cache *c)
+{
+    size_t k = 0;
+    const struct k3_memo *ms[2] = {&c->pieces, &c->segs};
+    for (int j = 0; j < 2; j++) {
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) k += ms[j]->m8[e * 2] != 0;
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) k += ms[j]->m16[e * 4 + 2] != 0;
+    }
+    for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) k += c->long_tags[e] != 0;
+    return k;
+}
+
+/* k3_tok_forget empties every kept memo a call took since the last one (and only needs to:
+ * the others are empty, and emptying megabytes of them pushed the tables out of the caches
+ * before a benchmark's next call). Texts of two sizes (words, CJK and long pieces), then
+ * the forget: no kept memo holds an entry; one of the texts again, and the forget: none. */
+static void test_forget_empties(void)
+{
+    uint8_t w[64];
+    char *s[2];
+    size_t n[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
+        size_t want = t ? 300000 : 40000;
+        s[t] = malloc(want + 64);
+        while (n[t] < want) {
+            size_t l = random_word(w, (int)(rnd() % 6));
+            memcpy(s[t] + n[t], w, l);
+            n[t] += l;
+        }
+    }
+    size_t left[2] = {0, 0};
+    int taken = 0, still_used = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int t = round; t < 2; t++) { /* both texts, then the large one alone */
+            struct k3_tok_ids ids;
+            encode_str(s[t], n[t], NULL, &ids);
+            k3_tok_ids_free(&ids);
+        }
+        for (int i = 0; i < K3_TOK_MEMOS; i++) taken += tok->memos->used[i];
+        k3_tok_forget(tok);
+        for (int i = 0; i < K3_TOK_MEMOS; i++) {
+            if (tok->memos->made[i]) left[round] += memo_entries(&tok->memos->cache[i]);
+            still_used += tok->memos->used[i];
+        }
+    }
+    CHECK_MSG(taken >= 3, "%d kept memos marked taken by 3 calls", taken);
+    CHECK_MSG(left[0] == 0 && left[1] == 0, "entries left after k3_tok_forget: %zu, then %zu", left[0], left[1]);
+    CHECK_MSG(still_used == 0, "%d kept memos still marked taken after k3_tok_forget", still_used);
+    free(s[0]);
+    free(s[1]);
+}
+
 /* Threads give the ids of one thread, on text with and without safe cut points. */
 static void test_threads(void)
 {
@@ -1143,6 +1197,7 @@ int main(void)
     test_threads();
     test_memo_growth();
     test_kept_memos();
+    test_forget_empties();
     test_decode();
     test_invalid_input();
     test_malformed();
