@@ -262,8 +262,7 @@ static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
         const struct k3_long_cache_entry *e = &c->longs[i];
         size_t n = c->long_tags[i] & 0xFF; /* the tag: hash bits << 8 | length */
         uint64_t w0 = k3_tok_word(e->key, n, n);
-        uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, e->key, n, n) : 0; /* as piece_slow */
-        size_t set = (size_t)((uint32_t)(h >> 20) & mask) * 2, k = tags[set] ? 1 : 0;
+        size_t set = k3_long_set(k3_tok_piece_hash(t, w0, e->key, n, n), mask), k = tags[set] ? 1 : 0;
         tags[set + k] = c->long_tags[i];
         longs[set + k] = *e;
     }
@@ -298,20 +297,26 @@ size_t k3_bpe_cache_grown_bytes(const struct k3_bpe_cache *c)
     return b;
 }
 
-/* A memo table (entries of `words` words) that this call overflowed (pushed out more than one
- * entry for every `per` it holds) doubles when the call before overflowed it too and *room
- * has its bytes (taken from it), up to K3_MEMO_GROW_MAX doublings; *was_over becomes whether
- * this call overflowed it without its growing. */
+/* Whether a table that this call overflowed (over: it pushed out more than one entry for every
+ * so many it holds, and may still double) doubles now: when the call before overflowed it too
+ * and *room has its bytes (taken from it). *was_over becomes whether this call overflowed it
+ * without its growing. */
+static int grow_now(int over, uint8_t *was_over, size_t bytes, size_t *room)
+{
+    int now = over && *was_over && bytes <= *room;
+    if (now) *room -= bytes;
+    *was_over = (uint8_t)(over && !*was_over);
+    return now;
+}
+
+/* A memo table (entries of `words` words) that pushed out more than one entry for every `per`
+ * it holds, up to K3_MEMO_GROW_MAX doublings (grow_now). */
 static void memo_table_grow(uint64_t **tab, int *shift, int shift_made, size_t words,
                             uint32_t evicted, size_t per, uint8_t *was_over, size_t *room)
 {
-    size_t held = ((size_t)1 << (64 - *shift)) * K3_MEMO_WAYS, bytes = table_bytes(*shift, words);
+    size_t held = ((size_t)1 << (64 - *shift)) * K3_MEMO_WAYS;
     int over = (size_t)evicted * per > held && shift_made - *shift < K3_MEMO_GROW_MAX;
-    if (over && *was_over && bytes <= *room) {
-        *room -= bytes;
-        memo_table_double(tab, shift, words);
-    }
-    *was_over = (uint8_t)(over && !*was_over);
+    if (grow_now(over, was_over, table_bytes(*shift, words), room)) memo_table_double(tab, shift, words);
 }
 
 size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t room)
@@ -326,8 +331,7 @@ size_t k3_bpe_cache_grow(const struct k3_tok *t, struct k3_bpe_cache *c, size_t 
     size_t ways = ((size_t)c->long_mask + 1) * 2;
     int over = c->longs && (size_t)c->long_evicted * 8 > ways &&
                c->long_mask < ((c->long_mask_made + 1) << K3_MEMO_GROW_MAX) - 1;
-    if (over && c->over_long && long_bytes(c->long_mask) <= room) long_double(t, c);
-    c->over_long = (uint8_t)(over && !c->over_long);
+    if (grow_now(over, &c->over_long, long_bytes(c->long_mask), &room)) long_double(t, c);
     c->long_evicted = 0;
     return k3_bpe_cache_grown_bytes(c) - before;
 }
@@ -387,7 +391,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
                          struct k3_bpe_cache *cache, int valid, int32_t *out)
 {
     uint64_t w0 = k3_tok_word(s, n, avail);
-    uint64_t h = n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
+    uint64_t h = k3_tok_piece_hash(t, w0, s, n, avail);
     if (!cache || !cache->on || n > K3_LONG_CACHE_BYTES) return bpe_uncached(t, cache, s, n, avail, w0, h, valid, out);
     if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
@@ -396,7 +400,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
             cache->long_tags = calloc(ways, sizeof *cache->long_tags);
             K3_CHECK(cache->longs && cache->long_tags, "out of memory");
         }
-        size_t set = (size_t)((uint32_t)(h >> 20) & cache->long_mask) * 2;
+        size_t set = k3_long_set(h, cache->long_mask);
         uint32_t tag = (uint32_t)(h >> 40) << 8 | (uint32_t)n, *tags = cache->long_tags + set;
         struct k3_long_cache_entry *e = cache->longs + set;
         for (int k = 0; k < 2; k++)

@@ -145,6 +145,9 @@ static inline uint64_t k3_piece_hash(uint64_t w0, const uint8_t *s, size_t n, si
     return k3_tok_mix(h);
 }
 
+/* The vocabulary filter's bit for a piece of hash h (k3_piece_hash): its low 20 bits. */
+static inline uint32_t k3_tok_piece_filter_bit(uint64_t h) { return (uint32_t)h & 0xFFFFF; }
+
 /* Slot e holds the piece s[0..n) (avail bytes readable at s), whose first word, length and
  * tag it matches. */
 static inline int k3_tok_slot_rest(const struct k3_tok *t, const struct k3_tok_slot *e,
@@ -157,12 +160,21 @@ static inline int k3_tok_slot_rest(const struct k3_tok *t, const struct k3_tok_s
                    n - K3_TOK_SLOT_BYTES);
 }
 
+/* The hash the lookups of the piece s[0..n) use (first word w0, avail bytes readable at s):
+ * k3_piece_hash, or 0 for a piece longer than any token (no whole-token lookup; the
+ * long-piece table's set 0). */
+static inline uint64_t k3_tok_piece_hash(const struct k3_tok *t, uint64_t w0, const uint8_t *s, size_t n,
+                                         size_t avail)
+{
+    return n <= (size_t)t->max_token_bytes ? k3_piece_hash(w0, s, n, avail) : 0;
+}
+
 /* Rank of the piece s[0..n) (avail >= n bytes readable at s; first word w0, hash h) or
  * K3_TOK_NONE. */
 static inline uint32_t k3_tok_piece_rank_h(const struct k3_tok *t, const uint8_t *s, size_t n,
                                            size_t avail, uint64_t w0, uint64_t h)
 {
-    uint32_t bit = (uint32_t)h & 0xFFFFF;
+    uint32_t bit = k3_tok_piece_filter_bit(h);
     if (!(t->piece_filter[bit >> 6] >> (bit & 63) & 1)) return K3_TOK_NONE;
     uint32_t i = (uint32_t)(h >> 32) & t->piece_mask;
     uint16_t tag = (uint16_t)h;
@@ -307,6 +319,8 @@ struct k3_memo {
  * reads an entry only when its tag matches, so a first occurrence costs no entry line. */
 #define K3_LONG_CACHE_BYTES 48
 #define K3_LONG_CACHE_IDS 14
+/* A piece's set of two ways in the long-piece table of mask + 1 sets (h: its k3_tok_piece_hash) */
+static inline size_t k3_long_set(uint64_t h, uint32_t mask) { return (size_t)((uint32_t)(h >> 20) & mask) * 2; }
 struct k3_long_cache_entry {
     uint8_t key[K3_LONG_CACHE_BYTES]; /* its length is in the way's tag */
     uint32_t n_ids;

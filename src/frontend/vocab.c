@@ -277,7 +277,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         t->pieces[i] = (struct k3_tok_slot){{w0, len > 8 ? k3_tok_word(s + 8, len - 8, len - 8) : 0,
                                               len > 16 ? k3_tok_word(s + 16, len - 16, len - 16) : 0},
                                              r + 1, (uint16_t)len, (uint16_t)h};
-        uint32_t bit = (uint32_t)h & 0xFFFFF;
+        uint32_t bit = k3_tok_piece_filter_bit(h);
         t->piece_filter[bit >> 6] |= 1ull << (bit & 63);
         if (len == 1) t->byte_rank[s[0]] = r;
     }

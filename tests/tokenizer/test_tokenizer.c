@@ -836,8 +836,8 @@ static void test_memo_growth(void)
         for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) {
             if (!c->long_tags[e]) continue;
             size_t len = c->long_tags[e] & 0xFF;
-            uint64_t w0 = k3_tok_word(c->longs[e].key, len, len), h = k3_piece_hash(w0, c->longs[e].key, len, len);
-            misplaced += ((uint32_t)(h >> 20) & c->long_mask) != e / 2;
+            uint64_t w0 = k3_tok_word(c->longs[e].key, len, len);
+            misplaced += k3_long_set(k3_tok_piece_hash(tok, w0, c->longs[e].key, len, len), c->long_mask) != e / 2 * 2;
         }
     }
     size_t counted = 0; /* the budget's count is the sum of what each memo grew by */
