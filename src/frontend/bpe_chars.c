@@ -29,7 +29,8 @@
  *
  * whole_few (segments of two or three characters) uses the first form of the argument:
  * R = the lowest rank of any merge that can cross a boundary of the segment (S, and the
- * ranks of adjacent whole characters as pairs); X starts whole iff it is a single token and
+ * ranks of adjacent whole characters as pairs: the pair table's, since a token is only ever
+ * made from its own pair, vocab.c's build_pairs); X starts whole iff it is a single token and
  * C(X) < R, because the first merge across a boundary has rank >= R and until then every
  * character merges alone. Both forms are exact; the differential tests against tiktoken
  * hold them to every id. */

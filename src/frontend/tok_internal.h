@@ -3,11 +3,11 @@
  * The vocabulary is held three ways:
  *   - id -> bytes: one byte arena with offsets (decode, and the specials' names);
  *   - bytes -> rank: an open-addressing hash (the whole-piece lookup tiktoken starts with);
- *   - (rank a, rank b) -> rank of bytes(a)+bytes(b): every pair whose concatenation is a
- *     token, found at load time by splitting every token at every byte. BPE merges look
- *     pairs up by two integers instead of hashing byte strings (tiktoken's approach). It is
- *     exact: the parts of a piece during BPE are always tokens, so the concatenation rank
- *     tiktoken looks up is exactly this pair's entry. Pairs of single bytes also have a
+ *   - (rank a, rank b) -> rank of bytes(a)+bytes(b), for each token the one pair that BPE
+ *     merges into it (vocab.c, build_pairs, has the argument that the other splits of a token
+ *     are never merged and may answer "no token"). BPE merges look pairs up by two integers
+ *     instead of hashing byte strings (tiktoken's approach): the parts of a piece during BPE
+ *     are always tokens. Pairs of single bytes also have a
  *     direct 256 x 256 table (the first round of every merge, L2-resident). */
 #ifndef K3_FRONTEND_TOK_INTERNAL_H
 #define K3_FRONTEND_TOK_INTERNAL_H
@@ -57,7 +57,7 @@ struct k3_tok {
     uint64_t *piece_filter;      /* 2^20 bits, one per hash value's low 20 bits: a clear bit
                                   * answers "not a token" from L2, without the big table */
 
-    uint64_t *pairs;             /* a << 40 | b << 20 | rank(a+b); UINT64_MAX = empty */
+    uint64_t *pairs;             /* a << 40 | b << 20 | rank(a+b); UINT64_MAX = empty; 2 MiB */
     uint32_t pair_mask;
     uint64_t *pair_filter;       /* [K3_PAIR_FILTER_WORDS]: blocked Bloom filter of the pairs
                                   * (k3_tok_pair_rank): most pairs looked up are not tokens, and
@@ -215,10 +215,9 @@ static inline int k3_tok_bigram_maybe(const struct k3_tok *t, uint32_t x, uint32
     return (t->bigram_filter[k3_tok_bigram_word(h)] & bits) == bits;
 }
 
-/* 256 KiB: the ~300,000 pairs set 3 bits each in one word, about a third of the bits (false
- * positives: 5% of the non-pairs that long_1m's ASCII merges look up; they only cost the
- * table probe). */
-#define K3_PAIR_FILTER_LOG2 15
+/* 128 KiB: the 163,328 pairs set 3 bits each in one word, 37% of the bits (false positives
+ * about 5%; they only cost the table probe). */
+#define K3_PAIR_FILTER_LOG2 14
 #define K3_PAIR_FILTER_WORDS (1u << K3_PAIR_FILTER_LOG2)
 
 /* Hash of the pair of ranks (a, b): one multiply (the merges' lookups are a chain of

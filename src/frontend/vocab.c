@@ -236,6 +236,81 @@ static void *table_alloc(size_t bytes, int fill)
     return p;
 }
 
+/* Adds the pair (a, b) of token r to the pair table and its filter. */
+static void pair_insert(struct k3_tok *t, uint32_t a, uint32_t b, uint32_t r)
+{
+    uint64_t key = (uint64_t)a << 20 | b, hm = k3_tok_pair_hash(a, b);
+    t->pair_filter[k3_tok_pair_word(hm)] |= k3_tok_pair_filter_bits(hm);
+    uint32_t i = k3_tok_pair_slot(t, hm);
+    while (t->pairs[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
+    t->pairs[i] = key << 20 | r;
+}
+
+/* The BPE merge of s[0..n) alone, no whole-piece lookup, with the pairs of the shorter tokens
+ * (tok, rk: room for n): the two parts it ends with, a << 32 | b, or UINT64_MAX when it ends
+ * with more. */
+static uint64_t last_pair(const struct k3_tok *t, const uint8_t *s, size_t n, uint32_t *tok, uint32_t *rk)
+{
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    for (size_t i = 0; i + 1 < n; i++) rk[i] = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
+    while (m > 2) {
+        size_t bi = 0;
+        for (size_t i = 1; i + 1 < m; i++)
+            if (rk[i] < rk[bi]) bi = i;
+        if (rk[bi] == K3_TOK_NONE) return UINT64_MAX;
+        tok[bi] = rk[bi];
+        for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1], rk[i] = rk[i + 1];
+        m--;
+        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank(t, tok[bi], tok[bi + 1]);
+        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank(t, tok[bi - 1], tok[bi]);
+    }
+    return (uint64_t)tok[0] << 32 | tok[1];
+}
+
+/* Pairs: for each token, the one pair of tokens that BPE merges into it. tiktoken looks up the
+ * rank of any two adjacent parts' bytes together, and every split of a token into two tokens
+ * can be such a pair (296,461 for the Kimi vocabulary); but a merge that BPE makes always
+ * joins the token's own pair, so the table keeps only those (163,328: half the size):
+ *   - In a merge of any text, a part r that the merges made, over bytes [i, j), grew by merges
+ *     inside [i, j) alone (parts never split, so none crossed i or j). Each was the lowest
+ *     (rank, position) of all pairs, so the lowest of the pairs inside [i, j), which are the
+ *     pairs that the merge of r's bytes alone has at the same point. So r's bytes alone merge
+ *     the same way, into r, by the same last merge: the token's pair, which does not depend
+ *     on the text.
+ *   - A pair whose bytes together are a token but which is not its pair is therefore never the
+ *     merge's choice; a lookup that answers "no token" for it leaves every choice, and the end
+ *     (no pair left), as they were. The same holds for the merges that start from whole
+ *     characters or byte pairs (bpe_chars.c, k3_bpe_ascii): they make the byte merge's own
+ *     merges.
+ * Found shortest tokens first: a token's bytes alone merge with the pairs of the shorter
+ * tokens (the only ones it looks up before its last merge) down to its own pair; a token whose
+ * bytes stop at three parts or more has none (only the whole-piece lookup finds it). */
+static int build_pairs(struct k3_tok *t, struct k3_err *err)
+{
+    uint32_t n = (uint32_t)t->n_ranks, lmax = (uint32_t)t->max_token_bytes;
+    t->pair_mask = pow2_at_least((uint64_t)n * 3 / 2) - 1; /* at most one pair a token */
+    t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
+    /* the ranks by length: by_len[start[L] .. start[L + 1]) */
+    uint32_t *start = calloc(lmax + 2, sizeof(uint32_t)), *by_len = malloc(sizeof(uint32_t) * n);
+    uint32_t *work = malloc(sizeof(uint32_t) * 2 * lmax);
+    int rc = t->pairs && start && by_len && work ? 0 : k3_err_set(err, "out of memory");
+    for (uint32_t r = 0; r < n && !rc; r++) start[t->off[r + 1] - t->off[r] + 1]++;
+    for (uint32_t l = 1; l <= lmax && !rc; l++) start[l + 1] += start[l];
+    for (uint32_t r = 0; r < n && !rc; r++) by_len[start[t->off[r + 1] - t->off[r]]++] = r;
+    /* start[L] is now the end of length L: its first is start[L - 1] */
+    for (uint32_t k = rc ? n : start[1]; k < n; k++) {
+        uint32_t r = by_len[k];
+        size_t len = t->off[r + 1] - t->off[r];
+        uint64_t ab = last_pair(t, t->bytes + t->off[r], len, work, work + lmax);
+        if (ab != UINT64_MAX) pair_insert(t, (uint32_t)(ab >> 32), (uint32_t)ab, r);
+    }
+    free(start);
+    free(by_len);
+    free(work);
+    return rc;
+}
+
 static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
 {
     uint32_t n = (uint32_t)t->n_ranks;
@@ -244,7 +319,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                           (1u << 20) - K3_TOK_N_SPECIAL - 1);
     t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
     t->pieces = table_alloc(((size_t)t->piece_mask + 1) * sizeof *t->pieces, 0);
-    /* the small tables (1.6 MiB, the ones most probed) share one allocation: one huge page */
+    /* the small tables (1.5 MiB, the ones most probed) share one allocation: one huge page */
     t->bigram_rank_mask = (1u << 10) - 1; /* 8 KiB: about 300 pairs for the Kimi vocabulary */
     size_t sizes[] = {(1u << 20) / 8, K3_PAIR_FILTER_WORDS * 8, 65536 * 4, 128 * 128 * 4,
                       65536 * 8, 65536 * 4, K3_BIGRAM_WORDS * 8, ((size_t)t->bigram_rank_mask + 1) * 8,
@@ -290,34 +365,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
             uint8_t two[2] = {(uint8_t)x, (uint8_t)y};
             t->byte_pairs[x << 8 | y] = k3_tok_piece_rank(t, two, 2);
         }
-    /* Pairs: every split of every token into two tokens. Two passes: count, then fill. */
-    uint64_t n_pairs = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            t->pair_mask = pow2_at_least(n_pairs * 3 / 2) - 1;
-            t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
-            if (!t->pairs) return k3_err_set(err, "out of memory");
-        }
-        for (uint32_t r = 0; r < n; r++) {
-            const uint8_t *s = t->bytes + t->off[r];
-            size_t len = t->off[r + 1] - t->off[r];
-            for (size_t k = 1; k < len; k++) {
-                uint32_t a = k3_tok_piece_rank(t, s, k);
-                if (a == K3_TOK_NONE) continue;
-                uint32_t b = k3_tok_piece_rank(t, s + k, len - k);
-                if (b == K3_TOK_NONE) continue;
-                if (pass == 0) {
-                    n_pairs++;
-                    continue;
-                }
-                uint64_t key = (uint64_t)a << 20 | b, hm = k3_tok_pair_hash(a, b);
-                t->pair_filter[k3_tok_pair_word(hm)] |= k3_tok_pair_filter_bits(hm);
-                uint32_t i = k3_tok_pair_slot(t, hm);
-                while (t->pairs[i] != UINT64_MAX) i = (i + 1) & t->pair_mask;
-                t->pairs[i] = key << 20 | r;
-            }
-        }
-    }
+    if (build_pairs(t, err)) return -1;
     /* ASCII pairs first (bpe.c): the lowest rank of a token holding each two ASCII bytes. */
     for (uint32_t i = 0; i < 128 * 128; i++) t->ascii_span[i] = K3_TOK_NONE;
     for (uint32_t r = 0; r < n; r++) {

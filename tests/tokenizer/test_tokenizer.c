@@ -598,6 +598,54 @@ static void test_whole_lookup(void)
     CHECK_MSG(changed > 40000, "only %d changed tokens: the test lost its long tokens", changed);
 }
 
+/* The pair table holds each token's own pair (vocab.c, build_pairs): every token's bytes alone
+ * merge into it (k3_bpe_bytes or the heap merge, no whole-piece lookup; all 163,328 multi-byte Kimi tokens do),
+ * each entry's two tokens make its token's bytes, and of the 296,461 splits of a token into
+ * two tokens only those pairs answer; the others answer "no token". */
+static void test_own_pairs(void)
+{
+    int32_t out[1024];
+    CHECK(tok->max_token_bytes <= 1024);
+    int unmerged = 0, n_multi = 0, n_entries = 0, bad_entry = 0, n_splits = 0, n_answer = 0;
+    for (int r = 0; r < tok->n_ranks; r++) {
+        const uint8_t *s = tok->bytes + tok->off[r];
+        size_t n = tok->off[r + 1] - tok->off[r];
+        if (n < 2) continue;
+        n_multi++;
+        size_t m;
+        if (n <= K3_BPE_SHORT) {
+            m = k3_bpe_bytes(tok, s, n, out);
+        } else { /* k3_bpe_bytes' arrays hold K3_BPE_SHORT bytes */
+            uint32_t bytes[1024];
+            for (size_t i = 0; i < n; i++) bytes[i] = tok->byte_rank[s[i]];
+            m = k3_bpe_merge_heap(tok, bytes, n, out);
+        }
+        unmerged += m != 1 || out[0] != r;
+        for (size_t k = 1; k < n; k++) {
+            uint32_t a = k3_tok_piece_rank(tok, s, k), b = k3_tok_piece_rank(tok, s + k, n - k);
+            if (a == K3_TOK_NONE || b == K3_TOK_NONE) continue;
+            n_splits++;
+            uint32_t got = k3_tok_pair_rank(tok, a, b);
+            CHECK(got == K3_TOK_NONE || got == (uint32_t)r);
+            n_answer += got == (uint32_t)r;
+        }
+    }
+    for (uint32_t i = 0; i <= tok->pair_mask; i++) {
+        uint64_t e = tok->pairs[i];
+        if (e == UINT64_MAX) continue;
+        uint32_t a = (uint32_t)(e >> 40), b = (uint32_t)(e >> 20) & 0xFFFFF, r = (uint32_t)e & 0xFFFFF;
+        size_t na = tok->off[a + 1] - tok->off[a], nb = tok->off[b + 1] - tok->off[b];
+        n_entries++;
+        bad_entry += na + nb != tok->off[r + 1] - tok->off[r] ||
+                     memcmp(tok->bytes + tok->off[a], tok->bytes + tok->off[r], na) ||
+                     memcmp(tok->bytes + tok->off[b], tok->bytes + tok->off[r] + na, nb);
+    }
+    CHECK_MSG(unmerged == 0, "%d of %d tokens' bytes do not merge into them", unmerged, n_multi);
+    CHECK_MSG(n_entries == n_multi && n_entries == 163328, "%d pairs for %d multi-byte tokens", n_entries, n_multi);
+    CHECK_MSG(bad_entry == 0, "%d pairs do not make their token's bytes", bad_entry);
+    CHECK_MSG(n_splits == 296461 && n_answer == n_entries, "%d of %d splits answer", n_answer, n_splits);
+}
+
 static void test_bpe_paths(void)
 {
     static const char *alphabets[] = {"a", "ab", "abcdefghijklmnopqrstuvwxyz", "0123456789",
@@ -1191,6 +1239,7 @@ int main(void)
     test_utf8_blocks();
     test_whole_lookup();
     test_bpe_paths();
+    test_own_pairs();
     test_bpe_ascii();
     test_bpe_multibyte();
     test_memo_pieces();
