@@ -154,8 +154,9 @@ int k3_cmd_serve(struct k3_cli *cli)
             fprintf(stderr, "%s: no tokenizer in %s (%s); copy tiktoken.model and tokenizer_config.json there "
                             "(k3 gen-weights --tokenizer) or pass --tokenizer DIR\n", cmd, tdir, err.msg);
             ok = 0;
-        } else if (server_cfg(cli, &mj, &sc, name, sizeof name, &key)) {
-            ok = 0;
+        } else {
+            k3_tok_chunk_budget(tok, (size_t)d->server.tokenizer_cache_bytes);
+            if (server_cfg(cli, &mj, &sc, name, sizeof name, &key)) ok = 0;
         }
     }
     K3_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, cli->job->world_comm));

@@ -64,6 +64,10 @@ const struct k3_cfg_key k3_deploy_schema[] = {
      NULL, "model id in the API; empty = the checkpoint directory's name", 0},
     {"server.max_body_bytes", K3_CFG_BYTES, OFF(server.max_body_bytes), "32MiB", 1024, BIG, NULL,
      NULL, "largest request body; larger ones get HTTP 413", 0},
+    {"server.tokenizer_cache_bytes", K3_CFG_BYTES, OFF(server.tokenizer_cache_bytes), "256MiB", 0,
+     BIG, NULL, NULL,
+     "stretches of prompt text that come again (a conversation re-sent with its history) kept "
+     "with their token ids, so they are not encoded again; 0 keeps none", 0},
     {"server.max_connections", K3_CFG_INT, OFF(server.max_connections), "1024", 1, 1 << 20, NULL,
      NULL, "concurrent HTTP connections", 0},
     {"server.request_timeout_s", K3_CFG_INT, OFF(server.request_timeout_s), "600", 1, 1 << 24,

@@ -59,6 +59,7 @@ struct k3_deploy {
         char api_key_env[64];     /* read the key from this environment variable */
         char served_model_name[128];
         int64_t max_body_bytes;
+        int64_t tokenizer_cache_bytes; /* k3_tok_chunk_budget */
         int max_connections;
         int request_timeout_s;
         char sampling_policy[8];  /* auto | kimi | open */

@@ -50,6 +50,7 @@ struct k3_tok {
     int avx512;                  /* the encoder's whole-text passes and windows use AVX-512BW
                                   * (k3_tok_avx512: the CPU has it, K3_TOK_SIMD is not "base") */
     struct k3_tok_memos *memos;  /* the memos kept from call to call (tokenizer.c) */
+    struct k3_tok_chunks *chunks; /* the ids of chunks of text seen again (tok_chunks.c) */
 
     void *tables;                /* the allocation that holds the small tables below (vocab.c) */
     struct k3_tok_slot *pieces;  /* bytes -> rank */
@@ -354,6 +355,25 @@ struct k3_tok_memos {
     size_t grow_budget;            /* the most they may grow by (K3_TOK_MEMO_GROW_BUDGET) */
 };
 #define K3_TOK_MEMO_GROW_BUDGET ((size_t)256 << 20)
+
+/* tok_chunks.c: the ids of chunks of text that came again, kept from call to call, within
+ * budget bytes (least recently used out first). get appends a kept chunk's ids to out and
+ * returns 1, or returns 0; put records a chunk's ids after encoding it (kept only when it was
+ * seen before: the first time leaves its hash). h: k3_tok_chunk_hash of the chunk. */
+#define K3_TOK_CHUNK_BUDGET ((size_t)256 << 20)
+struct k3_tok_chunks;
+struct k3_tok_chunks *k3_tok_chunks_new(size_t budget);
+void k3_tok_chunks_free(struct k3_tok_chunks *c);
+void k3_tok_chunks_clear(struct k3_tok_chunks *c);
+void k3_tok_chunks_budget(struct k3_tok_chunks *c, size_t budget);
+void k3_tok_chunks_stats(struct k3_tok_chunks *c, size_t *hits, size_t *misses, size_t *kept);
+uint64_t k3_tok_chunk_hash(const uint8_t *s, size_t n);
+int k3_tok_chunks_get(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint64_t h,
+                      struct k3_tok_ids *out);
+void k3_tok_chunks_put(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint64_t h,
+                       const int32_t *ids, size_t n_ids);
+/* tokenizer.c: room for more ids after out->n. */
+void k3_tok_ids_reserve(struct k3_tok_ids *out, size_t more);
 
 /* Prefetch hints (an asm prefetch on x86-64 and aarch64, the GCC/Clang builtin on other
  * targets, a no-op elsewhere): BPE of a piece looks up many independent pairs, each a likely

@@ -124,7 +124,7 @@ static uint8_t *utf8_sanitize(const uint8_t *s, size_t n, size_t valid, size_t *
 
 /* ---- id vectors -------------------------------------------------------------------- */
 
-static void ids_reserve(struct k3_tok_ids *v, size_t more)
+void k3_tok_ids_reserve(struct k3_tok_ids *v, size_t more)
 {
     if (v->cap - v->n >= more) return;
     size_t cap = v->cap ? v->cap : 1024;
@@ -153,7 +153,7 @@ static void encode_ordinary(const struct k3_tok *t, const uint8_t *s, size_t n, 
     size_t p = 0, ends[PIECE_BATCH];
     while (p < n) {
         size_t m = k3_pretok_batch(t, s, p, n, ends, PIECE_BATCH);
-        ids_reserve(out, ends[m - 1] - p + 4); /* a piece has at most one id per byte */
+        k3_tok_ids_reserve(out, ends[m - 1] - p + 4); /* a piece has at most one id per byte */
         out->n += k3_bpe_pieces(t, s, p, ends, m, end, cache, out->ids + out->n);
         p = ends[m - 1];
     }
@@ -427,7 +427,54 @@ void k3_tok_forget(const struct k3_tok *t)
         }
         atomic_store_explicit(&m->busy[i], 0, memory_order_release);
     }
+    k3_tok_chunks_clear(t->chunks);
 }
+
+/* ---- chunks kept from call to call ------------------------------------------------- */
+
+static inline int ascii_alnum(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+static inline int ascii_nonspace(uint8_t c)
+{
+    return c < 0x80 && c > ' ' && !(c >= 0x1C && c <= 0x1F);
+}
+
+/* A position in (a, b) where the pre-tokenizer provably cuts, at or after from; b if none. */
+static size_t safe_cut(const uint8_t *s, size_t from, size_t b)
+{
+    for (size_t i = from; i < b; i++) {
+        if (s[i - 1] == '\n' && ascii_nonspace(s[i])) return i;
+        if (s[i] == ' ' && ascii_alnum(s[i - 1])) return i;
+    }
+    return b;
+}
+
+/* An ordinary segment of at least CHUNK_MIN bytes goes through the kept chunks (tok_chunks.c):
+ * one call encodes chunks of about CHUNK_BYTES, cut at safe_cut points found from the chunk's
+ * start, so a text and a longer one that begins with it cut the same way until near where they
+ * differ; the multi-threaded path's chunks are a power of two for the same reason. A chunk's
+ * ids are those of its bytes alone, which a provable cut makes the same as in the segment. */
+#define CHUNK_BYTES (16 * 1024)
+#define CHUNK_MIN (4 * 1024)
+
+static void encode_chunk(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
+                         struct k3_bpe_cache *cache, struct k3_tok_ids *out)
+{
+    if (n < CHUNK_MIN) {
+        encode_ordinary(t, s, n, end, cache, out);
+        return;
+    }
+    uint64_t h = k3_tok_chunk_hash(s, n);
+    if (k3_tok_chunks_get(t->chunks, s, n, h, out)) return;
+    size_t before = out->n;
+    encode_ordinary(t, s, n, end, cache, out);
+    k3_tok_chunks_put(t->chunks, s, n, h, out->ids + before, out->n - before);
+}
+
+void k3_tok_chunk_budget(struct k3_tok *t, size_t bytes) { k3_tok_chunks_budget(t->chunks, bytes); }
 
 /* ---- single-threaded ---------------------------------------------------------------- */
 
@@ -442,13 +489,19 @@ struct st_sink {
 static void st_text(struct seg_sink *k, size_t a, size_t b)
 {
     struct st_sink *c = (struct st_sink *)k;
-    encode_ordinary(c->t, c->s + a, b - a, c->end, c->cache, c->out);
+    while (b - a > CHUNK_BYTES + CHUNK_BYTES / 2) {
+        size_t cut = safe_cut(c->s, a + CHUNK_BYTES, b);
+        if (cut >= b) break;
+        encode_chunk(c->t, c->s + a, cut - a, c->end, c->cache, c->out);
+        a = cut;
+    }
+    encode_chunk(c->t, c->s + a, b - a, c->end, c->cache, c->out);
 }
 
 static void st_special(struct seg_sink *k, int32_t id)
 {
     struct st_sink *c = (struct st_sink *)k;
-    ids_reserve(c->out, 1);
+    k3_tok_ids_reserve(c->out, 1);
     c->out->ids[c->out->n++] = id;
 }
 
@@ -484,26 +537,6 @@ static struct mt_item *mt_add(struct mt_sink *c)
     return it;
 }
 
-static inline int ascii_alnum(uint8_t c)
-{
-    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-}
-
-static inline int ascii_nonspace(uint8_t c)
-{
-    return c < 0x80 && c > ' ' && !(c >= 0x1C && c <= 0x1F);
-}
-
-/* A position in (a, b) where the pre-tokenizer provably cuts, at or after from; b if none. */
-static size_t safe_cut(const uint8_t *s, size_t from, size_t b)
-{
-    for (size_t i = from; i < b; i++) {
-        if (s[i - 1] == '\n' && ascii_nonspace(s[i])) return i;
-        if (s[i] == ' ' && ascii_alnum(s[i - 1])) return i;
-    }
-    return b;
-}
-
 static void mt_text(struct seg_sink *k, size_t a, size_t b)
 {
     struct mt_sink *c = (struct mt_sink *)k;
@@ -537,7 +570,7 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
         if (it->special >= 0) continue;
         if (!cache) /* taken at the first chunk: a worker that gets none holds none */
             cache = memo_take(c->t, (size_t)(c->end - c->s) / (size_t)c->n_threads, &own, &slot);
-        encode_ordinary(c->t, c->s + it->a, it->b - it->a, c->end, cache, &it->ids);
+        encode_chunk(c->t, c->s + it->a, it->b - it->a, c->end, cache, &it->ids);
     }
     if (cache) memo_give(c->t, cache, slot);
 }
@@ -600,7 +633,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     }
     if (!mt || len < MT_MIN_BYTES) {
         struct st_sink c = {.k = {st_text, st_special}, .t = t, .s = s, .end = s + len, .out = out};
-        ids_reserve(out, len / 3 + 16); /* most text has more than 3 bytes per token */
+        k3_tok_ids_reserve(out, len / 3 + 16); /* most text has more than 3 bytes per token */
         struct k3_bpe_cache own;
         int slot;
         c.cache = memo_take(t, len, &own, &slot);
@@ -610,14 +643,14 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         return;
     }
     struct mt_sink c = {{mt_text, mt_special}, t, s, s + len, 0, pool->n_threads, NULL, 0, 0, 0};
-    c.chunk = len / ((size_t)pool->n_threads * 4);
-    if (c.chunk < MT_MIN_CHUNK) c.chunk = MT_MIN_CHUNK;
+    c.chunk = MT_MIN_CHUNK; /* a power of two (the kept chunks): a quarter of a thread's share or less */
+    while (c.chunk * 2 <= len / ((size_t)pool->n_threads * 4)) c.chunk *= 2;
     atomic_init(&c.next, 0);
     segments(t, s, len, mode, &c.k);
     k3_pool_pull(pool, mt_worker, &c);
     size_t total = 0;
     for (size_t i = 0; i < c.n_items; i++) total += c.items[i].special >= 0 ? 1 : c.items[i].ids.n;
-    ids_reserve(out, total);
+    k3_tok_ids_reserve(out, total);
     for (size_t i = 0; i < c.n_items; i++) {
         struct mt_item *it = &c.items[i];
         if (it->special >= 0) {

@@ -70,6 +70,11 @@ void k3_tok_ids_free(struct k3_tok_ids *ids);
  * empty): emptying all of them, megabytes for a process that saw texts of several sizes,
  * pushed the vocabulary's tables out of the caches before each measured call. */
 void k3_tok_forget(const struct k3_tok *tok);
+/* Long stretches of text the tokenizer has encoded twice are kept with their ids, so that
+ * they are found, not encoded, when they come again (a conversation re-sent with its history,
+ * a shared document): the bytes they may hold, ids and text, least recently used out first
+ * (K3_TOK_CHUNK_BUDGET, 256 MiB, at load; 0 keeps none). k3_tok_forget empties them too. */
+void k3_tok_chunk_budget(struct k3_tok *tok, size_t bytes);
 
 /* Decodes ids to their raw bytes (not necessarily valid UTF-8: use k3_detok for text);
  * *out is malloc'ed and NUL-terminated. Returns 0, or -1 for an id out of range. */

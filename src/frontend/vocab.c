@@ -768,7 +768,7 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         return -1;
     }
     t->avx512 = k3_tok_avx512();
-    if (!(t->memos = k3_tok_memos_new())) {
+    if (!(t->memos = k3_tok_memos_new()) || !(t->chunks = k3_tok_chunks_new(K3_TOK_CHUNK_BUDGET))) {
         k3_tok_free(t);
         return k3_err_set(err, "out of memory");
     }
@@ -797,6 +797,7 @@ void k3_tok_free(struct k3_tok *t)
     free(t->pairs);
     free(t->spec_slots);
     k3_tok_memos_free(t->memos);
+    k3_tok_chunks_free(t->chunks);
     free(t);
 }
 

@@ -974,6 +974,150 @@ static void test_kept_memos(void)
     }
 }
 
+/* The chunks kept from call to call (tok_chunks.c): a text of about 200 KB (words of six
+ * scripts, lines) sent again gives the ids it gives with nothing kept, the third call from
+ * the kept chunks alone; a longer text that starts with it finds most of them; so do the
+ * pool's chunks; a text that differs from a kept chunk only where its hash does not look
+ * gets its own ids; a small budget keeps within it; k3_tok_forget empties them; six threads at
+ * once get the same ids. */
+static char *chunk_text(size_t want, size_t *n_out)
+{
+    char *s = malloc(want + 64);
+    size_t n = 0;
+    uint8_t w[64];
+    while (n < want) {
+        size_t l = random_word(w, (int)(rnd() % 6));
+        memcpy(s + n, w, l);
+        n += l;
+        if (rnd() % 12 == 0) s[n++] = '\n';
+    }
+    *n_out = n;
+    return s;
+}
+
+static int ids_equal(const struct k3_tok_ids *a, const struct k3_tok_ids *b)
+{
+    return a->n == b->n && !memcmp(a->ids, b->ids, a->n * sizeof(int32_t));
+}
+
+struct chunk_job {
+    const char *s;
+    size_t n;
+    const struct k3_tok_ids *want;
+    int bad;
+};
+
+static void *chunk_thread(void *arg)
+{
+    struct chunk_job *j = arg;
+    for (int round = 0; round < 4; round++) {
+        struct k3_tok_ids ids;
+        encode_str(j->s, j->n, NULL, &ids);
+        j->bad += !ids_equal(&ids, j->want);
+        k3_tok_ids_free(&ids);
+    }
+    return NULL;
+}
+
+static void test_chunks(void)
+{
+    size_t n, n_more, hits, misses, kept;
+    char *s = chunk_text(200000, &n), *more = chunk_text(20000, &n_more);
+    char *longer = malloc(n + n_more);
+    memcpy(longer, s, n);
+    memcpy(longer + n, more, n_more);
+    /* s with one letter changed where the hash does not look (it samples lines 4 KiB apart):
+     * the same chunks and hashes, other bytes */
+    char *other = malloc(n);
+    memcpy(other, s, n);
+    size_t at = 100;
+    while (!(other[at] >= 'a' && other[at] < 'z')) at++;
+    other[at]++;
+    struct k3_tok_ids want, want_longer, want_pool, want_other, ids;
+    struct k3_pool pool;
+    CHECK(k3_pool_init(&pool, 3) == 0);
+    k3_tok_chunk_budget(tok, 0); /* the ids with nothing kept */
+    encode_str(s, n, NULL, &want);
+    encode_str(other, n, NULL, &want_other);
+    CHECK(!ids_equal(&want, &want_other));
+    encode_str(longer, n + n_more, NULL, &want_longer);
+    encode_str(s, n, &pool, &want_pool);
+    CHECK(ids_equal(&want, &want_pool));
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(hits == 0 && kept == 0, "budget 0: %zu hits, %zu bytes kept", hits, kept);
+    k3_tok_chunk_budget(tok, K3_TOK_CHUNK_BUDGET);
+    k3_tok_forget(tok);
+    int bad = 0;
+    size_t hits_by_call[3], misses_by_call[3];
+    for (int call = 0; call < 3; call++) {
+        encode_str(s, n, NULL, &ids);
+        bad += !ids_equal(&ids, &want);
+        k3_tok_ids_free(&ids);
+        k3_tok_chunks_stats(tok->chunks, &hits_by_call[call], &misses_by_call[call], &kept);
+    }
+    size_t chunks = misses_by_call[0];
+    CHECK_MSG(chunks >= 8 && hits_by_call[1] == 0 && misses_by_call[1] == 2 * chunks &&
+              hits_by_call[2] == chunks && misses_by_call[2] == 2 * chunks,
+              "%zu chunks; hits %zu %zu %zu, misses %zu %zu %zu", chunks, hits_by_call[0], hits_by_call[1],
+              hits_by_call[2], misses_by_call[0], misses_by_call[1], misses_by_call[2]);
+    encode_str(other, n, NULL, &ids); /* a kept chunk's hash, not its bytes */
+    bad += !ids_equal(&ids, &want_other);
+    k3_tok_ids_free(&ids);
+    encode_str(longer, n + n_more, NULL, &ids); /* the same chunks up to near the end of s */
+    bad += !ids_equal(&ids, &want_longer);
+    k3_tok_ids_free(&ids);
+    size_t h0 = hits_by_call[2];
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(hits - h0 >= chunks - 2, "a longer text found %zu of %zu chunks", hits - h0, chunks);
+    for (int call = 0; call < 3; call++) { /* the pool's chunks */
+        encode_str(s, n, &pool, &ids);
+        bad += !ids_equal(&ids, &want);
+        k3_tok_ids_free(&ids);
+    }
+    k3_tok_chunks_stats(tok->chunks, &h0, &misses, &kept);
+    encode_str(s, n, &pool, &ids);
+    bad += !ids_equal(&ids, &want);
+    k3_tok_ids_free(&ids);
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(hits > h0, "the pool's chunks were not found (%zu hits)", hits - h0);
+    struct chunk_job jobs[6];
+    pthread_t th[6];
+    for (int t = 0; t < 6; t++) {
+        jobs[t] = (struct chunk_job){t % 2 ? longer : s, t % 2 ? n + n_more : n, t % 2 ? &want_longer : &want, 0};
+        CHECK(pthread_create(&th[t], NULL, chunk_thread, &jobs[t]) == 0);
+    }
+    for (int t = 0; t < 6; t++) {
+        pthread_join(th[t], NULL);
+        bad += jobs[t].bad;
+    }
+    k3_tok_chunk_budget(tok, 64 * 1024); /* least recently used out first */
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(kept <= 64 * 1024, "%zu bytes kept over a 64 KiB budget", kept);
+    for (int call = 0; call < 3; call++) {
+        encode_str(s, n, NULL, &ids);
+        bad += !ids_equal(&ids, &want);
+        k3_tok_ids_free(&ids);
+        k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+        CHECK_MSG(kept <= 64 * 1024, "%zu bytes kept over a 64 KiB budget", kept);
+    }
+    k3_tok_chunk_budget(tok, K3_TOK_CHUNK_BUDGET);
+    encode_str(s, n, NULL, &ids);
+    k3_tok_ids_free(&ids);
+    k3_tok_forget(tok);
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(kept == 0 && hits == 0, "after k3_tok_forget: %zu bytes kept", kept);
+    CHECK_MSG(bad == 0, "%d calls through kept chunks differ from calls with none", bad);
+    k3_pool_free(&pool);
+    k3_tok_ids_free(&want);
+    k3_tok_ids_free(&want_longer);
+    k3_tok_ids_free(&want_pool);
+    k3_tok_ids_free(&want_other);
+    free(s);
+    free(other);
+    free(more);
+    free(longer);
+}
+
 /* The entries a kept memo holds: its m8 and m16 ways of pieces and of segments, and its
  * long-piece tags. */
 static size_t memo_entries(const struct k3_bpe_cache *c)
@@ -1244,9 +1388,12 @@ int main(void)
     test_bpe_multibyte();
     test_memo_pieces();
     test_threads();
+    k3_tok_chunk_budget(tok, 0); /* the memos' tests: every call encodes */
     test_memo_growth();
     test_kept_memos();
     test_forget_empties();
+    k3_tok_chunk_budget(tok, K3_TOK_CHUNK_BUDGET);
+    test_chunks();
     test_decode();
     test_invalid_input();
     test_malformed();
