@@ -579,13 +579,13 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
 
 /* Below MT_MIN_BYTES one thread is faster than waking the pool (on the 2-core dev VM a 35 KB
  * text takes 0.12 ms on one thread, 0.10-0.11 on two since k3_pool_pull, 0.16-0.17 before,
- * when the caller waited for every worker to wake); chunks are a quarter of a
- * thread's share, at least MT_MIN_CHUNK. On the 16-core host a 35 KB text (10K tokens) takes
- * 0.42 ms on one thread and 0.14 ms in 1 KiB chunks on 16 (0.19 ms in 4 KiB chunks, and the
- * same one-thread time at the old 64 KiB floor); 200K-token and larger texts are not
- * affected (their chunks are far above the minimum). */
+ * when the caller waited for every worker to wake). Chunks are a quarter of a thread's share,
+ * a power of two from CHUNK_MIN to CHUNK_BYTES, so that the kept chunks (tok_chunks.c) serve
+ * threads too, and a text large enough has the one-thread path's chunks. On the 16-core host
+ * a 35 KB text (10K tokens) took 0.42 ms on one thread, 0.14 ms in 1 KiB chunks on 16 and
+ * 0.19 in 4 KiB chunks; in chunks of 1 KiB none was kept, and sent again it took 0.12 ms on
+ * 16 threads against 0.01 on one. */
 #define MT_MIN_BYTES (16 * 1024)
-#define MT_MIN_CHUNK 1024
 
 struct mt_valid {
     const struct k3_tok *t;
@@ -643,8 +643,8 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         return;
     }
     struct mt_sink c = {{mt_text, mt_special}, t, s, s + len, 0, pool->n_threads, NULL, 0, 0, 0};
-    c.chunk = MT_MIN_CHUNK; /* a power of two (the kept chunks): a quarter of a thread's share or less */
-    while (c.chunk * 2 <= len / ((size_t)pool->n_threads * 4)) c.chunk *= 2;
+    c.chunk = CHUNK_MIN;
+    while (c.chunk < CHUNK_BYTES && c.chunk * 2 <= len / ((size_t)pool->n_threads * 4)) c.chunk *= 2;
     atomic_init(&c.next, 0);
     segments(t, s, len, mode, &c.k);
     k3_pool_pull(pool, mt_worker, &c);
