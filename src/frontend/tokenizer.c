@@ -510,6 +510,7 @@ static void st_special(struct seg_sink *k, int32_t id)
 struct mt_item {
     size_t a, b;        /* text chunk, or */
     int32_t special;    /* >= 0: a special token */
+    int done;           /* its ids came from the kept chunks */
     struct k3_tok_ids ids;
 };
 
@@ -567,7 +568,7 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
         size_t i = atomic_fetch_add(&c->next, 1);
         if (i >= c->n_items) break;
         struct mt_item *it = &c->items[i];
-        if (it->special >= 0) continue;
+        if (it->special >= 0 || it->done) continue;
         if (!cache) /* taken at the first chunk: a worker that gets none holds none */
             cache = memo_take(c->t, (size_t)(c->end - c->s) / (size_t)c->n_threads, &own, &slot);
         encode_chunk(c->t, c->s + it->a, it->b - it->a, c->end, cache, &it->ids);
@@ -647,7 +648,25 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
     while (c.chunk < CHUNK_BYTES && c.chunk * 2 <= len / ((size_t)pool->n_threads * 4)) c.chunk *= 2;
     atomic_init(&c.next, 0);
     segments(t, s, len, mode, &c.k);
-    k3_pool_pull(pool, mt_worker, &c);
+    /* The chunks kept from earlier calls are looked up here, in order, until the first that
+     * is not kept: a text sent again wakes no thread. What is left goes to the pool, or stays
+     * on this thread when it is less than MT_MIN_BYTES. */
+    size_t left = 0;
+    for (size_t i = 0, trying = 1; i < c.n_items; i++) {
+        struct mt_item *it = &c.items[i];
+        if (it->special >= 0) continue;
+        size_t n = it->b - it->a;
+        if (trying && n >= CHUNK_MIN) {
+            if (k3_tok_chunks_get(t->chunks, s + it->a, n, k3_tok_chunk_hash(s + it->a, n), &it->ids)) {
+                it->done = 1;
+                continue;
+            }
+            trying = 0;
+        }
+        left += n;
+    }
+    if (left >= MT_MIN_BYTES) k3_pool_pull(pool, mt_worker, &c);
+    else if (left) mt_worker(&c, 0, 0, 0);
     size_t total = 0;
     for (size_t i = 0; i < c.n_items; i++) total += c.items[i].special >= 0 ? 1 : c.items[i].ids.n;
     k3_tok_ids_reserve(out, total);

@@ -1080,6 +1080,9 @@ static void test_chunks(void)
     k3_tok_ids_free(&ids);
     k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
     CHECK_MSG(hits > h0, "the pool's chunks were not found (%zu hits)", hits - h0);
+    encode_str(longer, n + n_more, &pool, &ids); /* kept chunks first, the pool for the rest */
+    bad += !ids_equal(&ids, &want_longer);
+    k3_tok_ids_free(&ids);
     struct chunk_job jobs[6];
     pthread_t th[6];
     for (int t = 0; t < 6; t++) {
