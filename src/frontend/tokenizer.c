@@ -476,6 +476,13 @@ static void encode_chunk(const struct k3_tok *t, const uint8_t *s, size_t n, con
 
 void k3_tok_chunk_budget(struct k3_tok *t, size_t bytes) { k3_tok_chunks_budget(t->chunks, bytes); }
 
+void k3_tok_chunk_stats(const struct k3_tok *t, struct k3_tok_chunk_stats *out)
+{
+    size_t found, encoded, bytes;
+    k3_tok_chunks_stats(t->chunks, &found, &encoded, &bytes);
+    *out = (struct k3_tok_chunk_stats){found, encoded, bytes};
+}
+
 /* ---- single-threaded ---------------------------------------------------------------- */
 
 struct st_sink {

@@ -75,6 +75,13 @@ void k3_tok_forget(const struct k3_tok *tok);
  * a shared document): the bytes they may hold, ids and text, least recently used out first
  * (K3_TOK_CHUNK_BUDGET, 256 MiB, at load; 0 keeps none). k3_tok_forget empties them too. */
 void k3_tok_chunk_budget(struct k3_tok *tok, size_t bytes);
+/* What the kept chunks did since load (or the last k3_tok_forget): chunks found (not encoded),
+ * chunks encoded (looked up and not found), and the bytes kept now. Only segments of 4 KiB or
+ * more are cut into chunks and looked up. */
+struct k3_tok_chunk_stats {
+    uint64_t found, encoded, bytes;
+};
+void k3_tok_chunk_stats(const struct k3_tok *tok, struct k3_tok_chunk_stats *out);
 
 /* Decodes ids to their raw bytes (not necessarily valid UTF-8: use k3_detok for text);
  * *out is malloc'ed and NUL-terminated. Returns 0, or -1 for an id out of range. */

@@ -32,7 +32,9 @@ void k3_api_metrics(struct k3_srv *s, const struct k3_srv_req *rq, struct k3_srv
     (void)rq;
     struct k3_sched_stats st;
     if (s->sched) k3_sched_stats(s->sched, &st);
-    k3_metrics_write(&s->metrics, s->sched ? &st : NULL, k3_srv_n_active(s), &out->body);
+    struct k3_tok_chunk_stats tk;
+    if (s->tok) k3_tok_chunk_stats(s->tok, &tk);
+    k3_metrics_write(&s->metrics, s->sched ? &st : NULL, k3_srv_n_active(s), s->tok ? &tk : NULL, &out->body);
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }

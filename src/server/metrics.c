@@ -73,7 +73,7 @@ static void head(struct k3_sbuf *o, const char *name, const char *type, const ch
 }
 
 void k3_metrics_write(struct k3_metrics *m, const struct k3_sched_stats *st, int active,
-                      struct k3_sbuf *o)
+                      const struct k3_tok_chunk_stats *tok, struct k3_sbuf *o)
 {
     pthread_mutex_lock(&m->mu);
     struct k3_metrics c = *m; /* a consistent copy; format outside the lock */
@@ -114,6 +114,15 @@ void k3_metrics_write(struct k3_metrics *m, const struct k3_sched_stats *st, int
                  (unsigned long long)c.n_steps);
     head(o, "k3_requests_active", "gauge", "Generation requests submitted and not finished.");
     k3_sbuf_addf(o, "k3_requests_active %d\n", active);
+    if (tok) {
+        head(o, "k3_tokenizer_chunks_found_total", "counter",
+             "Prompt chunks (of segments of 4 KiB or more) found among the kept ones, not encoded.");
+        k3_sbuf_addf(o, "k3_tokenizer_chunks_found_total %llu\n", (unsigned long long)tok->found);
+        head(o, "k3_tokenizer_chunks_encoded_total", "counter", "Prompt chunks encoded (not kept, or not yet).");
+        k3_sbuf_addf(o, "k3_tokenizer_chunks_encoded_total %llu\n", (unsigned long long)tok->encoded);
+        head(o, "k3_tokenizer_chunk_bytes", "gauge", "Bytes the kept chunks hold (server.tokenizer_cache_bytes at most).");
+        k3_sbuf_addf(o, "k3_tokenizer_chunk_bytes %llu\n", (unsigned long long)tok->bytes);
+    }
     if (!st) return;
     head(o, "k3_requests_waiting", "gauge", "Requests queued for admission (queue depth).");
     k3_sbuf_addf(o, "k3_requests_waiting %d\n", st->queued);

@@ -13,6 +13,7 @@
 
 #include "engine/scheduler.h"
 #include "frontend/fe_buf.h"
+#include "frontend/tokenizer.h"
 
 #define K3_METRICS_MAX_ROUTES 32
 #define K3_METRICS_N_CODES 8      /* 200 400 401 404 405 413 429 503, + other */
@@ -42,8 +43,9 @@ void k3_metrics_finish(struct k3_metrics *m, const char *finish_reason, int prom
                        int completion_tokens, int reasoning_tokens);
 void k3_metrics_ttft(struct k3_metrics *m, double seconds);
 
-/* Appends the exposition (text format 0.0.4); st may be NULL (no engine). */
+/* Appends the exposition (text format 0.0.4); st may be NULL (no engine), tok NULL (no
+ * tokenizer: its kept chunks are not reported). */
 void k3_metrics_write(struct k3_metrics *m, const struct k3_sched_stats *st, int active,
-                      struct k3_sbuf *out);
+                      const struct k3_tok_chunk_stats *tok, struct k3_sbuf *out);
 
 #endif

@@ -328,7 +328,19 @@ def test_disconnect(srv):
 
 
 def test_metrics(srv):
+    # a long prompt sent three times: its chunks are kept on the second, found on the third
+    long_prompt = " ".join(f"word{i} line{i % 7}\n" for i in range(3000))
+    _, before = metrics(srv)
+    counts = []
+    for _ in range(3):
+        st, _, body = call(srv, "POST", "/tokenize", {"prompt": long_prompt})
+        check(st == 200, f"/tokenize {st}")
+        counts.append(json.loads(body)["count"])
+    check(counts[0] == counts[1] == counts[2], f"the same ids each time: {counts}")
     text, vals = metrics(srv)
+    found = metric(vals, "k3_tokenizer_chunks_found_total") - metric(before, "k3_tokenizer_chunks_found_total")
+    check(found >= 2 and metric(vals, "k3_tokenizer_chunk_bytes") > len(long_prompt),
+          f"kept chunks found {found}, {metric(vals, 'k3_tokenizer_chunk_bytes')} bytes kept")
     check(metric(vals, "k3_http_requests_total", route="/v1/chat/completions", status="200") > 0, "requests counted")
     check(metric(vals, "k3_step_seconds_count") > 0 and metric(vals, "k3_generation_tokens_total") > 0, "steps, tokens")
     check(metric(vals, "k3_requests_waiting") == 0 and metric(vals, "k3_requests_running") == 0, "idle gauges")
