@@ -36,7 +36,8 @@ struct k3_tok_chunks {
     size_t mask;                 /* buckets - 1 */
     size_t count;
     struct chunk *newest, *oldest;
-    size_t kept, budget;         /* bytes held (entries, bytes, ids), the most allowed */
+    size_t kept, budget;         /* bytes held (entries, bytes, ids), the most allowed; the
+                                  * bucket array (8 bytes an entry, at most twice) is apart */
     size_t hits, misses;         /* chunks found, not found (k3_tok_chunks_stats) */
 };
 
