@@ -7,7 +7,7 @@
  * starts with it have the same chunks up to near where they differ); its ids are those of the
  * chunk encoded alone, so a chunk found here gives exactly the ids encoding would.
  *
- * A chunk is kept on its second sighting: the first leaves a ghost (its hash and length, 48
+ * A chunk is kept on its second sighting: the first leaves a ghost (its hash and length, 64
  * bytes), and only a chunk that comes again costs a copy of its bytes and ids. So text seen
  * once, as in a stream of new prompts, costs a hash of a few sampled lines per chunk. A found
  * chunk is compared byte for byte: the hash only picks the candidates. The least recently used
