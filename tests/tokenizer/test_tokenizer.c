@@ -1193,6 +1193,21 @@ static void test_threads(void)
         k3_tok_ids_free(&many);
         free(s);
     }
+    /* over MT_VALID_MIN_BYTES the UTF-8 check runs on the pool too: a valid text, and one
+     * with a stray byte in its middle */
+    for (int bad = 0; bad < 2; bad++) {
+        char *s = repeat(units[1], (1300 * 1000) / strlen(units[1]));
+        size_t n = strlen(s);
+        if (bad) s[n / 2 + 1] = (char)0xFF;
+        struct k3_tok_ids one, many;
+        encode_str(s, n, NULL, &one);
+        encode_str(s, n, &pool, &many);
+        CHECK_MSG(n > (1u << 20) && one.n == many.n && !memcmp(one.ids, many.ids, one.n * 4),
+                  "a %zu-byte text (%s)", n, bad ? "a stray byte" : "valid");
+        k3_tok_ids_free(&one);
+        k3_tok_ids_free(&many);
+        free(s);
+    }
     /* short texts (a few times the smallest chunk), the units interleaved in a random
      * order, so that chunk boundaries fall in every kind of text */
     uint64_t rng = 12345;
