@@ -156,6 +156,33 @@ def build_inputs(d, model, config):
     return inputs
 
 
+def floor_rounds(args, inp, out):
+    """The acceptance floor measured in pairs: each round times k3 on long_1m (new text, one
+    thread) and then tiktoken on it, back to back and pinned to the same core, so that a burst
+    of load on a shared machine falls on both sides of a round's ratio rather than on one
+    tokenizer's whole stretch. Prints every round's ratio and their median."""
+    f = os.path.join(inp, "long_1m.txt")
+    ratios = []
+    print(f"# floor, paired: long_1m, one thread, {args.floor_rounds} rounds of k3 (median of calls on "
+          "new text) then tiktoken (median of its later calls), both on core 0")
+    for r in range(args.floor_rounds):
+        d = os.path.join(out, f"floor{r}")
+        os.makedirs(d, exist_ok=True)
+        p = subprocess.run(["taskset", "-c", "0", args.tok_bench, args.model, args.config, "1",
+                            str(args.min_seconds), d, f], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, check=True)
+        k3 = json.loads(p.stdout.strip().split("\n")[-1])["st_s"]
+        p = subprocess.run(["taskset", "-c", "0", sys.executable, __file__, "--worker", "tiktoken",
+                            "--threads", "1", "--inputs", inp, "--input", "long_1m.txt", "--out", d,
+                            "--data", args.data, "--min-seconds", str(args.min_seconds)],
+                           stdout=subprocess.PIPE, text=True, check=True)
+        tt = json.loads(p.stdout.strip().split("\n")[-1])["warm_s"]
+        ratios.append(tt / k3)
+        print(f"#   round {r + 1}: k3 {k3 * 1e3:.2f} ms, tiktoken {tt * 1e3:.2f} ms: {tt / k3:.1f}x", flush=True)
+    print(f"# floor, paired: median of the rounds' ratios {statistics.median(ratios):.1f}x "
+          f"(range {min(ratios):.1f}x .. {max(ratios):.1f}x)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tok-bench")
@@ -165,6 +192,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", default=",".join(COMPETITORS),
                     help="competitors to run (k3 always runs; naming it here is allowed)")
+    ap.add_argument("--floor-rounds", type=int, default=5,
+                    help="paired rounds of the acceptance floor (long_1m, one thread: k3 then "
+                         "tiktoken back to back, each round's ratio); 0 skips them")
     ap.add_argument("--prebuilt", help="a directory of NAME.txt inputs made by --save-inputs")
     ap.add_argument("--save-inputs", help="build the inputs into this directory and stop")
     ap.add_argument("--worker")
@@ -284,6 +314,8 @@ def main():
         print("# k3 one thread, the same text again (warm), vs tiktoken one thread:", ", ".join(
             f"{n[:-4]} {results[('tiktoken', 1)][n]['warm_s'] / results[('k3', 1)][n]['warm_s']:.1f}x"
             for n in names))
+    if args.floor_rounds and "long_1m.txt" in names and ("tiktoken", 1) in results:
+        floor_rounds(args, inp, out)
     print("# ids==ref for tiktoken: encode_ordinary alone lacks the wrapper's cuts, so it differs "
           "wherever a cut falls (runs of more than 25,000 characters, e.g. CJK without spaces)")
     for name, e in errors.items():
