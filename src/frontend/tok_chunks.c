@@ -12,11 +12,20 @@
  * once, as in a stream of new prompts, costs a hash of a few sampled lines per chunk. A found
  * chunk is compared byte for byte: the hash only picks the candidates. The least recently used
  * chunks go when the bytes kept pass the budget. One mutex guards it all: a lookup or insertion
- * is per chunk of kilobytes. */
+ * is per chunk of kilobytes.
+ *
+ * Against crafted text (a server's clients): the hash is seeded at random per tokenizer, so
+ * nobody can aim chunks at one bucket; and chunks that share a hash and a length (which differ
+ * only in bytes the hash does not sample, easy to make) are kept SAME_HASH_KEPT at most, so a
+ * lookup compares at most that many. */
 #include "frontend/tok_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
 
 #include "core/log.h"
 
@@ -30,8 +39,11 @@ struct chunk {
     uint8_t *bytes;
 };
 
+#define SAME_HASH_KEPT 4
+
 struct k3_tok_chunks {
     pthread_mutex_t lock;
+    uint64_t seed;               /* of the hash (k3_tok_chunk_hash) */
     struct chunk **buckets;
     size_t mask;                 /* buckets - 1 */
     size_t count;
@@ -58,6 +70,16 @@ struct k3_tok_chunks *k3_tok_chunks_new(size_t budget)
         return NULL;
     }
     c->budget = budget;
+    uint64_t seed = 0;
+#if defined(__linux__)
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) seed = 0;
+#endif
+    if (!seed) { /* no getrandom: the clock and the address space's layout */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)(uintptr_t)c;
+    }
+    c->seed = k3_tok_mix(seed | 1);
     return c;
 }
 
@@ -106,9 +128,9 @@ void k3_tok_chunks_stats(struct k3_tok_chunks *c, size_t *hits, size_t *misses, 
 
 /* A hash of the chunk's length and of sampled 64-byte lines (its first and last, and one every
  * 4 KiB): it picks the candidates, which are compared whole, so it need not read every byte. */
-uint64_t k3_tok_chunk_hash(const uint8_t *s, size_t n)
+uint64_t k3_tok_chunk_hash(const struct k3_tok_chunks *c, const uint8_t *s, size_t n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    uint64_t h = (c->seed ^ n) * 0x9E3779B97F4A7C15ull;
     for (size_t at = 0;; at += 4096) {
         size_t a = at < n ? at : (n > 64 ? n - 64 : 0), m = n - a < 64 ? n - a : 64;
         for (size_t i = 0; i < m; i += 8) {
@@ -219,8 +241,12 @@ void k3_tok_chunks_put(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint
         pthread_mutex_unlock(&c->lock);
         return;
     }
-    if (e) { /* seen before: keep its bytes and ids (the ghost becomes the chunk) */
-        int32_t *kept = malloc(n_ids * sizeof(int32_t) + n);
+    if (e) { /* seen before: its bytes and ids are kept (the ghost becomes the chunk), unless
+              * SAME_HASH_KEPT chunks of its hash and length are (crafted, most likely: it stays
+              * a ghost) */
+        size_t same = 0;
+        for (struct chunk *x = c->buckets[h & c->mask]; x; x = x->next_hash) same += x->ids && x->h == h && x->n == n;
+        int32_t *kept = same < SAME_HASH_KEPT ? malloc(n_ids * sizeof(int32_t) + n) : NULL;
         if (kept) {
             c->kept -= chunk_cost(e);
             memcpy(kept, ids, n_ids * sizeof(int32_t));

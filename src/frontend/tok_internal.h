@@ -367,7 +367,7 @@ void k3_tok_chunks_free(struct k3_tok_chunks *c);
 void k3_tok_chunks_clear(struct k3_tok_chunks *c);
 void k3_tok_chunks_budget(struct k3_tok_chunks *c, size_t budget);
 void k3_tok_chunks_stats(struct k3_tok_chunks *c, size_t *hits, size_t *misses, size_t *kept);
-uint64_t k3_tok_chunk_hash(const uint8_t *s, size_t n);
+uint64_t k3_tok_chunk_hash(const struct k3_tok_chunks *c, const uint8_t *s, size_t n);
 int k3_tok_chunks_get(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint64_t h,
                       struct k3_tok_ids *out);
 void k3_tok_chunks_put(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint64_t h,

@@ -467,7 +467,7 @@ static void encode_chunk(const struct k3_tok *t, const uint8_t *s, size_t n, con
         encode_ordinary(t, s, n, end, cache, out);
         return;
     }
-    uint64_t h = k3_tok_chunk_hash(s, n);
+    uint64_t h = k3_tok_chunk_hash(t->chunks, s, n);
     if (k3_tok_chunks_get(t->chunks, s, n, h, out)) return;
     size_t before = out->n;
     encode_ordinary(t, s, n, end, cache, out);
@@ -668,7 +668,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         if (it->special >= 0) continue;
         size_t n = it->b - it->a;
         if (trying && n >= CHUNK_MIN) {
-            if (k3_tok_chunks_get(t->chunks, s + it->a, n, k3_tok_chunk_hash(s + it->a, n), &it->ids)) {
+            if (k3_tok_chunks_get(t->chunks, s + it->a, n, k3_tok_chunk_hash(t->chunks, s + it->a, n), &it->ids)) {
                 it->done = 1;
                 continue;
             }

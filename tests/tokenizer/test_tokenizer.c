@@ -978,7 +978,7 @@ static void test_kept_memos(void)
  * scripts, lines) sent again gives the ids it gives with nothing kept, the third call from
  * the kept chunks alone; a longer text that starts with it finds most of them; so do the
  * pool's chunks; a text that differs from a kept chunk only where its hash does not look
- * gets its own ids; a small budget keeps within it; k3_tok_forget empties them; six threads at
+ * gets its own ids; ten chunks of one hash and length keep four; a small budget keeps within it; k3_tok_forget empties them; six threads at
  * once get the same ids. */
 static char *chunk_text(size_t want, size_t *n_out)
 {
@@ -1093,6 +1093,30 @@ static void test_chunks(void)
         pthread_join(th[t], NULL);
         bad += jobs[t].bad;
     }
+    /* ten texts of one chunk that differ only in a byte the hash does not sample: the same
+     * hash and length, which crafted text can make; four are kept, the others encoded each
+     * time, and all get their own ids */
+    size_t nv = 8000, at_v = 100, found0;
+    while ((s[nv] & 0xC0) == 0x80) nv--;
+    while (!(s[at_v] >= 'a' && s[at_v] <= 'z')) at_v++;
+    CHECK(at_v < 4000);
+    char *v = malloc(nv);
+    memcpy(v, s, nv);
+    k3_tok_chunks_stats(tok->chunks, &found0, &misses, &kept);
+    for (int k = 0; k < 10; k++) {
+        v[at_v] = (char)('a' + k);
+        struct k3_tok_ids first;
+        encode_str(v, nv, NULL, &first);
+        for (int call = 0; call < 2; call++) {
+            encode_str(v, nv, NULL, &ids);
+            bad += !ids_equal(&ids, &first);
+            k3_tok_ids_free(&ids);
+        }
+        k3_tok_ids_free(&first);
+    }
+    free(v);
+    k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
+    CHECK_MSG(hits - found0 == 4, "%zu of ten chunks of one hash found on their third call", hits - found0);
     k3_tok_chunk_budget(tok, 64 * 1024); /* least recently used out first */
     k3_tok_chunks_stats(tok->chunks, &hits, &misses, &kept);
     CHECK_MSG(kept <= 64 * 1024, "%zu bytes kept over a 64 KiB budget", kept);
