@@ -1,8 +1,11 @@
 /* tok_batch.c - the C side of the Python checks in validation/tokenizer/: encodes many
  * texts in one process so the differential tests do not pay a process per case.
  *
- *   tok_batch TIKTOKEN_MODEL TOKENIZER_CONFIG MODE THREADS < cases > ids
+ *   tok_batch TIKTOKEN_MODEL TOKENIZER_CONFIG MODE THREADS [again] < cases > ids
  * MODE: plain | special | ref (ref = the O(n^2) reference BPE, plain mode, one thread).
+ * again: each text is encoded three times and the third call's ids are written (the first
+ * leaves its chunks' hashes, the second keeps them, the third finds them: tok_chunks.c); the
+ * number of chunks found goes to stderr as "chunks found N".
  * cases: repeated [u32 byte length][bytes]; ids: per case [u32 count][count x i32]. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +35,12 @@ static void encode_ref(const struct k3_tok *t, const uint8_t *s, size_t n, struc
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
+    if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "again"))) {
         fprintf(stderr, "usage: tok_batch TIKTOKEN_MODEL TOKENIZER_CONFIG plain|special|ref "
-                        "THREADS < cases\n");
+                        "THREADS [again] < cases\n");
         return 2;
     }
+    int again = argc == 6;
     struct k3_err err;
     struct k3_tok *tok;
     if (k3_tok_load_files(&tok, argv[1], argv[2], &err)) {
@@ -58,6 +62,10 @@ int main(int argc, char **argv)
         }
         if (!read_all(buf, len)) return 1;
         struct k3_tok_ids ids = {0};
+        for (int call = 0; again && !ref && call < 2; call++) {
+            k3_tok_encode(tok, buf, len, mode, threads > 1 ? &pool : NULL, &ids);
+            k3_tok_ids_free(&ids);
+        }
         if (ref) encode_ref(tok, (const uint8_t *)buf, len, &ids);
         else k3_tok_encode(tok, buf, len, mode, threads > 1 ? &pool : NULL, &ids);
         uint32_t n = (uint32_t)ids.n;
@@ -66,6 +74,11 @@ int main(int argc, char **argv)
         k3_tok_ids_free(&ids);
     }
     free(buf);
+    if (again) {
+        struct k3_tok_chunk_stats st;
+        k3_tok_chunk_stats(tok, &st);
+        fprintf(stderr, "chunks found %llu\n", (unsigned long long)st.found);
+    }
     if (threads > 1) k3_pool_free(&pool);
     k3_tok_free(tok);
     return 0;

@@ -19,10 +19,14 @@ import corpus  # noqa: E402
 import kimi_ref  # noqa: E402
 
 
-def run_batch(args, mode, threads, texts):
+def run_batch(args, mode, threads, texts, again=False):
+    """The ids of texts from tok_batch; again: each text's third call (its chunks found among
+    the kept ones), with the number of chunks found in run_batch.found."""
     data = b"".join(struct.pack("<I", len(t)) + t for t in texts)
-    p = subprocess.run([args.tok_batch, args.model, args.config, mode, str(threads)], input=data,
-                       stdout=subprocess.PIPE, check=True)
+    p = subprocess.run([args.tok_batch, args.model, args.config, mode, str(threads)] + (["again"] if again else []),
+                       input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    sys.stderr.write(p.stderr.decode(errors="replace").replace("chunks found", "# chunks found"))
+    run_batch.found = int(p.stderr.decode().rsplit("chunks found", 1)[1]) if again else 0
     out, off = [], 0
     for _ in texts:
         (n,) = struct.unpack_from("<I", p.stdout, off)
@@ -92,10 +96,16 @@ def main():
     total = sum(len(b) for _, b, _ in cases)
     print(f"# {len(cases)} texts, {total / 1e6:.1f} MB, {sum(map(len, want_plain))} tokens; "
           f"reference {t_ref:.1f} s")
-    print(f"# {'case':<22} {'mode':<8} {'threads':>7} {'bytes':>10} {'tokens':>9}  result")
-    for threads in (1, args.threads):
-        got_plain = run_batch(args, "plain", threads, [b for _, b, _ in cases])
-        got_spec = run_batch(args, "special", threads, [t.encode() for _, t in spec])
+    print(f"# {'case':<22} {'mode':<14} {'threads':>7} {'bytes':>10} {'tokens':>9}  result")
+    # the third pass: each text three times in one process, the third call's ids (the kept
+    # chunks, tok_chunks.c), which must have found chunks
+    for threads, again in ((1, False), (args.threads, False), (1, True)):
+        got_plain = run_batch(args, "plain", threads, [b for _, b, _ in cases], again)
+        found = run_batch.found
+        got_spec = run_batch(args, "special", threads, [t.encode() for _, t in spec], again)
+        if again and not found:
+            print("FAIL: the third calls found no kept chunk", file=sys.stderr)
+            bad += 1
         rows = [(n, "plain", b, g, w) for (n, b, _), g, w in zip(cases, got_plain, want_plain)]
         rows += [(n, "special", t.encode(), g, w) for (n, t), g, w in zip(spec, got_spec, want_spec)]
         for name, mode, b, got, want in rows:
@@ -103,7 +113,7 @@ def main():
             # Round trip: the ids' bytes are the (sanitized) input.
             rt = b"".join(enc.decode_single_token_bytes(i) for i in got)
             ok_rt = rt == b.decode("utf-8", errors="replace").encode()
-            print(f"  {name:<22} {mode:<8} {threads:>7} {len(b):>10} {len(want):>9}  "
+            print(f"  {name:<22} {mode + ('/again' if again else ''):<14} {threads:>7} {len(b):>10} {len(want):>9}  "
                   f"{'ok' if ok else 'MISMATCH'}{'' if ok_rt else ' ROUNDTRIP-FAIL'}")
             if not ok:
                 report(enc, name, b, got, want)
