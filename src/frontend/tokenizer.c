@@ -452,13 +452,16 @@ static size_t safe_cut(const uint8_t *s, size_t from, size_t b)
     return b;
 }
 
-/* An ordinary segment of at least CHUNK_MIN bytes goes through the kept chunks (tok_chunks.c):
- * one call encodes chunks of about CHUNK_BYTES, cut at safe_cut points found from the chunk's
- * start, so a text and a longer one that begins with it cut the same way until near where they
- * differ; the multi-threaded path's chunks are a power of two for the same reason. A chunk's
- * ids are those of its bytes alone, which a provable cut makes the same as in the segment. */
+/* An ordinary segment goes through the kept chunks (tok_chunks.c): one call encodes chunks of
+ * about CHUNK_BYTES, cut at safe_cut points found from the chunk's start, so a text and a
+ * longer one that begins with it cut the same way until near where they differ; the
+ * multi-threaded path's chunks are a power of two for the same reason. A chunk's ids are those
+ * of its bytes alone, which a provable cut makes the same as in the segment. Chunks under
+ * CHUNK_MIN bytes are encoded without looking: a chat prompt of 60 messages of 300..3000 bytes
+ * (K3 framing) sent again took 0.07 ms with 256, 0.09 with 1 KiB, 0.38 with 4 KiB and 0.45
+ * with nothing kept, and 1.02 ms as new text with each (dev VM). */
 #define CHUNK_BYTES (16 * 1024)
-#define CHUNK_MIN (4 * 1024)
+#define CHUNK_MIN 256
 
 static void encode_chunk(const struct k3_tok *t, const uint8_t *s, size_t n, const uint8_t *end,
                          struct k3_bpe_cache *cache, struct k3_tok_ids *out)
@@ -588,12 +591,12 @@ static void mt_worker(void *ctx, int64_t begin, int64_t end, int worker)
 /* Below MT_MIN_BYTES one thread is faster than waking the pool (on the 2-core dev VM a 35 KB
  * text takes 0.12 ms on one thread, 0.10-0.11 on two since k3_pool_pull, 0.16-0.17 before,
  * when the caller waited for every worker to wake). Chunks are a quarter of a thread's share,
- * a power of two from CHUNK_MIN to CHUNK_BYTES, so that the kept chunks (tok_chunks.c) serve
- * threads too, and a text large enough has the one-thread path's chunks. On the 16-core host
- * a 35 KB text (10K tokens) took 0.42 ms on one thread, 0.14 ms in 1 KiB chunks on 16 and
- * 0.19 in 4 KiB chunks; in chunks of 1 KiB none was kept, and sent again it took 0.12 ms on
- * 16 threads against 0.01 on one. */
+ * a power of two from MT_MIN_CHUNK to CHUNK_BYTES, so that the kept chunks (tok_chunks.c)
+ * serve threads too, and a text large enough has the one-thread path's chunks. On the 16-core
+ * host a 35 KB text (10K tokens) took 0.42 ms on one thread, 0.14 ms in 1 KiB chunks on 16 and
+ * 0.19 in 4 KiB chunks. */
 #define MT_MIN_BYTES (16 * 1024)
+#define MT_MIN_CHUNK 1024
 #define MT_VALID_MIN_BYTES ((size_t)1 << 20)
 
 struct mt_valid {
@@ -655,7 +658,7 @@ void k3_tok_encode(const struct k3_tok *t, const char *text, size_t len, enum k3
         return;
     }
     struct mt_sink c = {{mt_text, mt_special}, t, s, s + len, 0, pool->n_threads, NULL, 0, 0, 0};
-    c.chunk = CHUNK_MIN;
+    c.chunk = MT_MIN_CHUNK;
     while (c.chunk < CHUNK_BYTES && c.chunk * 2 <= len / ((size_t)pool->n_threads * 4)) c.chunk *= 2;
     atomic_init(&c.next, 0);
     segments(t, s, len, mode, &c.k);

@@ -76,8 +76,8 @@ void k3_tok_forget(const struct k3_tok *tok);
  * (K3_TOK_CHUNK_BUDGET, 256 MiB, at load; 0 keeps none). k3_tok_forget empties them too. */
 void k3_tok_chunk_budget(struct k3_tok *tok, size_t bytes);
 /* What the kept chunks did since load (or the last k3_tok_forget): chunks found (not encoded),
- * chunks encoded (looked up and not found), and the bytes kept now. Only segments of 4 KiB or
- * more are cut into chunks and looked up. */
+ * chunks encoded (looked up and not found), and the bytes kept now. Only chunks of 256 bytes or
+ * more are looked up. */
 struct k3_tok_chunk_stats {
     uint64_t found, encoded, bytes;
 };

@@ -116,7 +116,7 @@ void k3_metrics_write(struct k3_metrics *m, const struct k3_sched_stats *st, int
     k3_sbuf_addf(o, "k3_requests_active %d\n", active);
     if (tok) {
         head(o, "k3_tokenizer_chunks_found_total", "counter",
-             "Prompt chunks (of segments of 4 KiB or more) found among the kept ones, not encoded.");
+             "Prompt chunks (of 256 bytes or more) found among the kept ones, not encoded.");
         k3_sbuf_addf(o, "k3_tokenizer_chunks_found_total %llu\n", (unsigned long long)tok->found);
         head(o, "k3_tokenizer_chunks_encoded_total", "counter", "Prompt chunks encoded (not kept, or not yet).");
         k3_sbuf_addf(o, "k3_tokenizer_chunks_encoded_total %llu\n", (unsigned long long)tok->encoded);

@@ -10,7 +10,8 @@
  * lib 0's in the same round. Every call's id count is checked against lib 0's. Every call is
  * on new text: a build that keeps memos between calls has them emptied first (k3_tok_forget);
  * with TOK_AB_WARM=1 in the environment they are not, so every call follows one on the same
- * text (the warm-up rounds make the first). */
+ * text (the warm-up rounds make the first). TOK_AB_SPECIAL=1 encodes with special tokens
+ * recognised (a chat prompt's segments). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,13 +79,15 @@ int main(int argc, char **argv)
     size_t n_ids0 = 0;
     const char *warm_env = getenv("TOK_AB_WARM");
     int warm = warm_env && strcmp(warm_env, "0") != 0;
+    const char *special_env = getenv("TOK_AB_SPECIAL");
+    enum k3_tok_mode mode = special_env && strcmp(special_env, "0") != 0 ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
     for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
             struct k3_tok_ids ids = {0};
             if (libs[i].forget && !warm) libs[i].forget(libs[i].tok);
             double t0 = k3_now_s();
-            libs[i].encode(libs[i].tok, text, len, K3_TOK_PLAIN, NULL, &ids);
+            libs[i].encode(libs[i].tok, text, len, mode, NULL, &ids);
             double dt = k3_now_s() - t0;
             if (i == 0) n_ids0 = ids.n;
             else if (r >= 0 && ids.n != n_ids0) {
