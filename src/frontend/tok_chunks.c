@@ -12,7 +12,7 @@
  * once, as in a stream of new prompts, costs a hash of a few sampled lines per chunk. A found
  * chunk is compared byte for byte: the hash only picks the candidates. The least recently used
  * chunks go when the bytes kept pass the budget. One mutex guards it all: a lookup or insertion
- * is per chunk of kilobytes.
+ * is per chunk (256 bytes to tens of kilobytes).
  *
  * Against crafted text (a server's clients): the hash is seeded at random per tokenizer, so
  * nobody can aim chunks at one bucket; and chunks that share a hash and a length (which differ
