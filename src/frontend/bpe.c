@@ -49,8 +49,21 @@ size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, 
     return m;
 }
 
+/* A piece longer than K3_BPE_SHORT from its single bytes: the heap merge. */
+static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
+{
+    uint32_t stack[BPE_STACK] = {0}; /* zeroed only to quiet -Wmaybe-uninitialized */
+    uint32_t *tok = n > BPE_STACK ? malloc(sizeof(uint32_t) * n) : stack;
+    K3_CHECK(tok, "out of memory in BPE of a %zu-byte piece", n);
+    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
+    size_t m = k3_bpe_merge_heap(t, tok, n, out);
+    if (tok != stack) free(tok);
+    return m;
+}
+
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
 {
+    if (n > K3_BPE_SHORT) return bpe_long(t, s, n, out);
     uint32_t tok[K3_BPE_SHORT], rk[K3_BPE_SHORT];
     for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
     if (n > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, tok, n, out);
@@ -180,17 +193,6 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
         free(tok);
         free(heap);
     }
-    return m;
-}
-
-static size_t bpe_long(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out)
-{
-    uint32_t stack[BPE_STACK] = {0}; /* zeroed only to quiet -Wmaybe-uninitialized */
-    uint32_t *tok = n > BPE_STACK ? malloc(sizeof(uint32_t) * n) : stack;
-    K3_CHECK(tok, "out of memory in BPE of a %zu-byte piece", n);
-    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    size_t m = k3_bpe_merge_heap(t, tok, n, out);
-    if (tok != stack) free(tok);
     return m;
 }
 
@@ -377,7 +379,7 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
             return 1;
         }
     }
-    if (n > K3_BPE_SHORT) return bpe_long(t, s, n, out);
+    if (n > K3_BPE_SHORT) return k3_bpe_bytes(t, s, n, out);
     return k3_bpe_ascii(t, s, n, out);
 }
 

@@ -461,7 +461,7 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 #define K3_MERGE_LINEAR_MAX 40  /* most parts for the linear-scan merge; the heap above */
 size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
 size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
-size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out);
+size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* any n; out: room for n */
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
 /* A piece's whole-token lookup, made later (k3_bpe_chars): its first word, its hash
  * (k3_piece_hash) and the bytes readable at it. */

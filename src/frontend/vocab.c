@@ -246,28 +246,6 @@ static void pair_insert(struct k3_tok *t, uint32_t a, uint32_t b, uint32_t r)
     t->pairs[i] = key << 20 | r;
 }
 
-/* The BPE merge of s[0..n) alone, no whole-piece lookup, with the pairs of the shorter tokens
- * (tok, rk: room for n): the two parts it ends with, a << 32 | b, or UINT64_MAX when it ends
- * with more. */
-static uint64_t last_pair(const struct k3_tok *t, const uint8_t *s, size_t n, uint32_t *tok, uint32_t *rk)
-{
-    size_t m = n;
-    for (size_t i = 0; i < n; i++) tok[i] = t->byte_rank[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rk[i] = k3_tok_pair_rank(t, tok[i], tok[i + 1]);
-    while (m > 2) {
-        size_t bi = 0;
-        for (size_t i = 1; i + 1 < m; i++)
-            if (rk[i] < rk[bi]) bi = i;
-        if (rk[bi] == K3_TOK_NONE) return UINT64_MAX;
-        tok[bi] = rk[bi];
-        for (size_t i = bi + 1; i + 1 < m; i++) tok[i] = tok[i + 1], rk[i] = rk[i + 1];
-        m--;
-        if (bi + 1 < m) rk[bi] = k3_tok_pair_rank(t, tok[bi], tok[bi + 1]);
-        if (bi > 0) rk[bi - 1] = k3_tok_pair_rank(t, tok[bi - 1], tok[bi]);
-    }
-    return (uint64_t)tok[0] << 32 | tok[1];
-}
-
 /* Pairs: for each token, the one pair of tokens that BPE merges into it. tiktoken looks up the
  * rank of any two adjacent parts' bytes together, and every split of a token into two tokens
  * can be such a pair (296,461 for the Kimi vocabulary); but a merge that BPE makes always
@@ -283,9 +261,11 @@ static uint64_t last_pair(const struct k3_tok *t, const uint8_t *s, size_t n, ui
  *     (no pair left), as they were. The same holds for the merges that start from whole
  *     characters or byte pairs (bpe_chars.c, k3_bpe_ascii): they make the byte merge's own
  *     merges.
- * Found shortest tokens first: a token's bytes alone merge with the pairs of the shorter
- * tokens (the only ones it looks up before its last merge) down to its own pair; a token whose
- * bytes stop at three parts or more has none (only the whole-piece lookup finds it). */
+ * Found shortest tokens first: a token's bytes alone merge (k3_bpe_bytes) with the pairs of
+ * the shorter tokens (the only ones it looks up before its last merge, which finds no entry
+ * yet) down to the two parts of its own pair; a token whose bytes stop at three parts or more
+ * has none (only the whole-piece lookup finds it). Two bytes are their own pair (k3_bpe_bytes
+ * would take the two-byte token from byte_pairs). */
 static int build_pairs(struct k3_tok *t, struct k3_err *err)
 {
     uint32_t n = (uint32_t)t->n_ranks, lmax = (uint32_t)t->max_token_bytes;
@@ -293,21 +273,22 @@ static int build_pairs(struct k3_tok *t, struct k3_err *err)
     t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
     /* the ranks by length: by_len[start[L] .. start[L + 1]) */
     uint32_t *start = calloc(lmax + 2, sizeof(uint32_t)), *by_len = malloc(sizeof(uint32_t) * n);
-    uint32_t *work = malloc(sizeof(uint32_t) * 2 * lmax);
-    int rc = t->pairs && start && by_len && work ? 0 : k3_err_set(err, "out of memory");
+    int32_t *parts = malloc(sizeof(int32_t) * lmax);
+    int rc = t->pairs && start && by_len && parts ? 0 : k3_err_set(err, "out of memory");
     for (uint32_t r = 0; r < n && !rc; r++) start[t->off[r + 1] - t->off[r] + 1]++;
     for (uint32_t l = 1; l <= lmax && !rc; l++) start[l + 1] += start[l];
     for (uint32_t r = 0; r < n && !rc; r++) by_len[start[t->off[r + 1] - t->off[r]]++] = r;
     /* start[L] is now the end of length L: its first is start[L - 1] */
     for (uint32_t k = rc ? n : start[1]; k < n; k++) {
         uint32_t r = by_len[k];
+        const uint8_t *s = t->bytes + t->off[r];
         size_t len = t->off[r + 1] - t->off[r];
-        uint64_t ab = last_pair(t, t->bytes + t->off[r], len, work, work + lmax);
-        if (ab != UINT64_MAX) pair_insert(t, (uint32_t)(ab >> 32), (uint32_t)ab, r);
+        if (len == 2) pair_insert(t, t->byte_rank[s[0]], t->byte_rank[s[1]], r);
+        else if (k3_bpe_bytes(t, s, len, parts) == 2) pair_insert(t, (uint32_t)parts[0], (uint32_t)parts[1], r);
     }
     free(start);
     free(by_len);
-    free(work);
+    free(parts);
     return rc;
 }
 

@@ -599,7 +599,7 @@ static void test_whole_lookup(void)
 }
 
 /* The pair table holds each token's own pair (vocab.c, build_pairs): every token's bytes alone
- * merge into it (k3_bpe_bytes or the heap merge, no whole-piece lookup; all 163,328 multi-byte Kimi tokens do),
+ * merge into it (k3_bpe_bytes, no whole-piece lookup; all 163,328 multi-byte Kimi tokens do),
  * each entry's two tokens make its token's bytes, and of the 296,461 splits of a token into
  * two tokens only those pairs answer; the others answer "no token". */
 static void test_own_pairs(void)
@@ -612,15 +612,7 @@ static void test_own_pairs(void)
         size_t n = tok->off[r + 1] - tok->off[r];
         if (n < 2) continue;
         n_multi++;
-        size_t m;
-        if (n <= K3_BPE_SHORT) {
-            m = k3_bpe_bytes(tok, s, n, out);
-        } else { /* k3_bpe_bytes' arrays hold K3_BPE_SHORT bytes */
-            uint32_t bytes[1024];
-            for (size_t i = 0; i < n; i++) bytes[i] = tok->byte_rank[s[i]];
-            m = k3_bpe_merge_heap(tok, bytes, n, out);
-        }
-        unmerged += m != 1 || out[0] != r;
+        unmerged += k3_bpe_bytes(tok, s, n, out) != 1 || out[0] != r;
         for (size_t k = 1; k < n; k++) {
             uint32_t a = k3_tok_piece_rank(tok, s, k), b = k3_tok_piece_rank(tok, s + k, n - k);
             if (a == K3_TOK_NONE || b == K3_TOK_NONE) continue;
