@@ -112,8 +112,7 @@ void k3_tok_chunks_free(struct k3_tok_chunks *c)
 void k3_tok_chunks_clear(struct k3_tok_chunks *c)
 {
     pthread_mutex_lock(&c->lock);
-    clear_locked(c);
-    c->hits = c->misses = 0;
+    clear_locked(c); /* the counts stay: they are counters since load */
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -75,9 +75,10 @@ void k3_tok_forget(const struct k3_tok *tok);
  * a shared document): the bytes they may hold, ids and text, least recently used out first
  * (K3_TOK_CHUNK_BUDGET, 256 MiB, at load; 0 keeps none). k3_tok_forget empties them too. */
 void k3_tok_chunk_budget(struct k3_tok *tok, size_t bytes);
-/* What the kept chunks did since load (or the last k3_tok_forget): chunks found (not encoded),
- * chunks encoded (looked up and not found), and the bytes kept now. Only chunks of 256 bytes or
- * more are looked up. */
+/* What the kept chunks did since load: chunks found (not encoded), chunks encoded (looked up
+ * and not found), and the bytes kept now. The two counts only grow (k3_tok_forget empties the
+ * chunks, not the counts: /metrics reports them as counters). Only chunks of 256 bytes or more
+ * are looked up. */
 struct k3_tok_chunk_stats {
     uint64_t found, encoded, bytes;
 };

@@ -10,7 +10,7 @@
  * conv: every case has its own mode and thread use, all in one process, so later calls find
  * what earlier ones left in the kept memos and chunks (a server's calls, both modes): a flags
  * byte before each case, bit 0 special mode, bit 1 the pool, bit 2 k3_tok_forget first;
- * CHUNK_BUDGET sets k3_tok_chunk_budget. Stderr gets "chunks found N" (since the last forget).
+ * CHUNK_BUDGET sets k3_tok_chunk_budget. Stderr gets "chunks found N".
  * cases: repeated [u32 byte length][bytes]; ids: per case [u32 count][count x i32]. */
 #include <stdio.h>
 #include <stdlib.h>
