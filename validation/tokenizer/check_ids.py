@@ -19,22 +19,34 @@ import corpus  # noqa: E402
 import kimi_ref  # noqa: E402
 
 
-def run_batch(args, mode, threads, texts, again=False):
-    """The ids of texts from tok_batch; again: each text's third call (its chunks found among
-    the kept ones), returned with the number of chunks found as (ids, found)."""
-    data = b"".join(struct.pack("<I", len(t)) + t for t in texts)
-    p = subprocess.run([args.tok_batch, args.model, args.config, mode, str(threads)] + (["again"] if again else []),
-                       input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def tok_batch(args, tail, data, count):
+    """Runs tok_batch (args.tok_batch, args.model, args.config, then the arguments tail) on the
+    packed cases data; returns the ids of its count cases and its stderr, which it shows."""
+    p = subprocess.run([args.tok_batch, args.model, args.config] + tail, input=data,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = p.stderr.decode(errors="replace")
     sys.stderr.write(err.replace("chunks found", "# chunks found"))
     p.check_returncode()
     out, off = [], 0
-    for _ in texts:
+    for _ in range(count):
         (n,) = struct.unpack_from("<I", p.stdout, off)
         off += 4
         out.append(list(struct.unpack_from("<%di" % n, p.stdout, off)))
         off += 4 * n
-    return (out, int(err.rsplit("chunks found", 1)[1])) if again else out
+    return out, err
+
+
+def chunks_found(err):
+    """The count of tok_batch's "chunks found N" line (again and conv modes)."""
+    return int(err.rsplit("chunks found", 1)[1])
+
+
+def run_batch(args, mode, threads, texts, again=False):
+    """The ids of texts from tok_batch; again: each text's third call (its chunks found among
+    the kept ones), returned with the number of chunks found as (ids, found)."""
+    data = b"".join(struct.pack("<I", len(t)) + t for t in texts)
+    out, err = tok_batch(args, [mode, str(threads)] + (["again"] if again else []), data, len(texts))
+    return (out, chunks_found(err)) if again else out
 
 
 def first_diff(a, b):

@@ -16,7 +16,6 @@ import argparse
 import os
 import random
 import struct
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -115,9 +114,9 @@ def main():
     ap.add_argument("--budget", type=int, help="k3_tok_chunk_budget (default: the tokenizer's)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
-    config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
-    enc = kimi_ref.load(model, config)
+    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
+    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
+    enc = kimi_ref.load(args.model, args.config)
     rng = random.Random(args.seed)
     real = corpus.real(200_000)
     docs = [v for v in real.values() if isinstance(v, str) and len(v) > 1000]
@@ -128,20 +127,11 @@ def main():
     rng.shuffle(names)
     cases = calls(Gen(rng, docs, names), args.calls, args.max_history)
     data = b"".join(struct.pack("<BI", f, len(b)) + b for f, b in cases)
-    cmd = [args.tok_batch, model, config, "conv", str(args.threads)]
-    p = subprocess.run(cmd + ([str(args.budget)] if args.budget is not None else []), input=data,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    err = p.stderr.decode(errors="replace")
-    if p.returncode:
-        sys.stderr.write(err)
-        print(f"FAIL: tok_batch exited {p.returncode}", file=sys.stderr)
-        return 1
-    found = int(err.rsplit("chunks found", 1)[1])
-    bad, off, total = 0, 0, 0
-    for k, (flags, b) in enumerate(cases):
-        (n,) = struct.unpack_from("<I", p.stdout, off)
-        got = list(struct.unpack_from("<%di" % n, p.stdout, off + 4))
-        off += 4 + 4 * n
+    tail = ["conv", str(args.threads)] + ([str(args.budget)] if args.budget is not None else [])
+    ids, err = check_ids.tok_batch(args, tail, data, len(cases))
+    found = check_ids.chunks_found(err)
+    bad, total = 0, 0
+    for k, ((flags, b), got) in enumerate(zip(cases, ids)):
         want = kimi_ref.encode(enc, b.decode("utf-8", errors="replace"), allow_special=bool(flags & 1))
         total += len(b)
         if got != want:
