@@ -27,17 +27,15 @@ def main():
     ap.add_argument("--tok-batch", required=True)
     ap.add_argument("--data", required=True)
     args = ap.parse_args()
-    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
-    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
-    enc = kimi_ref.load(args.model, args.config)
+    enc = kimi_ref.load_data(args)
     cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
     groups = [cps[i:i + GROUP] for i in range(0, len(cps), GROUP)]
     texts = ["".join(context(chr(cp)) for cp in g) for g in groups]
-    got = check_ids.run_batch(args, "plain", 1, [t.encode() for t in texts])
+    got, _ = check_ids.run_batch(args, "plain", 1, [t.encode() for t in texts])
     bad = []
     for g, t, ids in zip(groups, texts, got):
         if ids != enc.encode_ordinary(t):  # < 25,000 chars: the wrapper's cuts do nothing
-            bad.extend(cp for cp in g if check_ids.run_batch(args, "plain", 1, [context(chr(cp)).encode()])[0]
+            bad.extend(cp for cp in g if check_ids.run_batch(args, "plain", 1, [context(chr(cp)).encode()])[0][0]
                        != enc.encode_ordinary(context(chr(cp))))
     print(f"{'FAIL' if bad else 'PASS'}: {len(cps)} code points, {len(bad)} classified differently"
           + (": " + " ".join("U+%04X" % cp for cp in bad[:40]) if bad else ""))

@@ -42,11 +42,11 @@ def chunks_found(err):
 
 
 def run_batch(args, mode, threads, texts, again=False):
-    """The ids of texts from tok_batch; again: each text's third call (its chunks found among
-    the kept ones), returned with the number of chunks found as (ids, found)."""
+    """(ids, found): the ids of texts from tok_batch, and None; again: each text's third call
+    (its chunks found among the kept ones), and the number of chunks found."""
     data = b"".join(struct.pack("<I", len(t)) + t for t in texts)
     out, err = tok_batch(args, [mode, str(threads)] + (["again"] if again else []), data, len(texts))
-    return (out, chunks_found(err)) if again else out
+    return out, chunks_found(err) if again else None
 
 
 def first_diff(a, b):
@@ -79,9 +79,7 @@ def main():
     ap.add_argument("--mb", type=float, default=1.0, help="MB per real category")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
-    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
-    enc = kimi_ref.load(args.model, args.config)
+    enc = kimi_ref.load_data(args)
     cap = int(args.mb * 1e6)
     cats = corpus.build(cap, max(200_000, cap // 3), seed=7)
     bad = 0
@@ -114,10 +112,8 @@ def main():
     # chunks, tok_chunks.c), which must have found chunks
     for threads, again in ((1, False), (args.threads, False), (1, True)):
         plain = [b for _, b, _ in cases]
-        got_plain, found = run_batch(args, "plain", threads, plain, True) if again else \
-            (run_batch(args, "plain", threads, plain), None)
-        got_spec = run_batch(args, "special", threads, [t.encode() for _, t in spec], again)
-        got_spec = got_spec[0] if again else got_spec
+        got_plain, found = run_batch(args, "plain", threads, plain, again)
+        got_spec, _ = run_batch(args, "special", threads, [t.encode() for _, t in spec], again)
         if again and not found:
             print("FAIL: the third calls found no kept chunk", file=sys.stderr)
             bad += 1

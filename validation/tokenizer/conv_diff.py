@@ -114,9 +114,7 @@ def main():
     ap.add_argument("--budget", type=int, help="k3_tok_chunk_budget (default: the tokenizer's)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
-    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
-    enc = kimi_ref.load(args.model, args.config)
+    enc = kimi_ref.load_data(args)
     rng = random.Random(args.seed)
     real = corpus.real(200_000)
     docs = [v for v in real.values() if isinstance(v, str) and len(v) > 1000]

@@ -75,14 +75,12 @@ def main():
     ap.add_argument("--cases", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=12345)
     args = ap.parse_args()
-    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
-    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
-    enc = kimi_ref.load(args.model, args.config)
+    enc = kimi_ref.load_data(args)
     rng = random.Random(args.seed)
     texts = [rand_string(rng) for _ in range(args.cases)]
     bad = 0
     for mode, allow in (("plain", False), ("special", True)):
-        got = check_ids.run_batch(args, mode, 1, [t.encode("utf-8", "surrogatepass") for t in texts])
+        got, _ = check_ids.run_batch(args, mode, 1, [t.encode("utf-8", "surrogatepass") for t in texts])
         for t, g in zip(texts, got):
             w = kimi_ref.encode(enc, t, allow_special=allow)
             if g != w:

@@ -6,6 +6,7 @@ pattern and special tokens, behind the two cuts of Moonshot's tokenization_kimi.
     ids = encode(enc, text, allow_special=True)
 """
 import json
+import os
 
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
@@ -33,6 +34,14 @@ def load(model_path, config_path):
     specials = {added.get(i, f"<|reserved_token_{i}|>"): i for i in range(n, n + N_RESERVED)}
     return tiktoken.Encoding("kimi_k3", pat_str=PAT_STR, mergeable_ranks=ranks,
                              special_tokens=specials)
+
+
+def load_data(args):
+    """The reference from the shared data directory args.data (kimi-tokenizer/, kimi-k3/); sets
+    args.model and args.config to its two files, which tok_batch takes too."""
+    args.model = os.path.join(args.data, "kimi-tokenizer/tiktoken.model")
+    args.config = os.path.join(args.data, "kimi-k3/tokenizer_config.json")
+    return load(args.model, args.config)
 
 
 def cut_runs(s, limit=MAX_RUN_CHARS):
