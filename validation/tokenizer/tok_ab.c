@@ -12,7 +12,8 @@
  * with TOK_AB_WARM=1 in the environment they are not, so every call follows one on the same
  * text (the warm-up rounds make the first). TOK_AB_SPECIAL=1 encodes with special tokens
  * recognised (a chat prompt's segments). TOK_AB_ANY_IDS=1 skips the id count check, for
- * bounds: builds that skip part of the work on purpose and give other ids (runs 51 to 54). */
+ * bounds: builds that skip part of the work on purpose and give other ids (runs 54 and 55).
+ * Each switch is on when set to anything but 0. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,12 @@
 #include "tok_tool.h"
 
 #define MAX_LIBS 16
+
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") != 0;
+}
 
 struct lib {
     const char *path;
@@ -78,11 +85,8 @@ int main(int argc, char **argv)
     double *t = calloc((size_t)rounds * n_libs, sizeof *t); /* [round][lib] seconds */
     if (!t) return 1;
     size_t n_ids0 = 0;
-    const char *warm_env = getenv("TOK_AB_WARM"), *any_env = getenv("TOK_AB_ANY_IDS");
-    int any_ids = any_env && !strcmp(any_env, "1");
-    int warm = warm_env && strcmp(warm_env, "0") != 0;
-    const char *special_env = getenv("TOK_AB_SPECIAL");
-    enum k3_tok_mode mode = special_env && strcmp(special_env, "0") != 0 ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
+    int warm = env_on("TOK_AB_WARM"), any_ids = env_on("TOK_AB_ANY_IDS");
+    enum k3_tok_mode mode = env_on("TOK_AB_SPECIAL") ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
     for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
