@@ -1,15 +1,16 @@
 /* tok_avx512.c - the encoder's byte scans 64 bytes at a time with AVX-512BW, for the x86-64
- * CPUs that have it (k3_tok_avx512 decides at load; elsewhere the 16-byte SSE2 build runs):
+ * CPUs that have it (k3_tok_simd decides at load; elsewhere tok_avx2.c's or the 16-byte build
+ * runs):
  *   - the pre-tokenizer's windows (pretok_fast.h): a window's classes in one pass of compares
  *     straight into 64-bit masks, where the 16-byte build takes four blocks, a movemask per
  *     class and block, and stops at the first block with a character it does not know;
  *   - the UTF-8 check (k3_utf8_valid_prefix) and the wrapper's run bound (tok_runs.h).
  * Everything else is the same source as the base build; the results are the same
- * (test_tokenizer runs both on the same texts). Every function in this file is compiled for
- * AVX-512BW (the pragma), so nothing here may run before k3_tok_avx512 said yes. */
+ * (test_tokenizer runs every build the CPU has on the same texts). Every function in this file is compiled for
+ * AVX-512BW (the pragma), so nothing here may run before k3_tok_simd said so. */
 #include "frontend/tok_internal.h"
 
-#if K3_TOK_HAVE_AVX512
+#if K3_TOK_HAVE_X86_SIMD
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,popcnt,bmi,bmi2"))), apply_to = function)
 #else

@@ -20,13 +20,17 @@
 
 #define K3_TOK_NONE 0xFFFFFFFFu  /* "no such rank" in the tables */
 
-/* The AVX-512BW build of the encoder's byte scans (tok_avx512.c) is compiled on x86-64 by
- * GCC and Clang, and used where the CPU has AVX-512BW (k3_tok_avx512). */
+/* The 64-byte builds of the encoder's byte scans, AVX2 (tok_avx2.c) and AVX-512BW
+ * (tok_avx512.c), are compiled on x86-64 by GCC and Clang, and used where the CPU has them
+ * (k3_tok_simd). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(K3_TOK_NO_SIMD)
-#define K3_TOK_HAVE_AVX512 1
+#define K3_TOK_HAVE_X86_SIMD 1
 #else
-#define K3_TOK_HAVE_AVX512 0
+#define K3_TOK_HAVE_X86_SIMD 0
 #endif
+
+/* The builds of the encoder's byte scans, in the order a CPU gains them. */
+enum k3_tok_simd { K3_TOK_SIMD_BASE, K3_TOK_SIMD_AVX2, K3_TOK_SIMD_AVX512 };
 
 /* Whole-token lookup slot: the first 24 bytes inline, so a hit on a token of up to 24 bytes
  * touches one cache line; only longer tokens compare the rest in the byte arena (whose
@@ -47,8 +51,8 @@ struct k3_tok {
     uint8_t *bytes;
     uint8_t special_flag[K3_TOK_N_SPECIAL];
     int max_token_bytes;
-    int avx512;                  /* the encoder's whole-text passes and windows use AVX-512BW
-                                  * (k3_tok_avx512: the CPU has it, K3_TOK_SIMD is not "base") */
+    enum k3_tok_simd simd;       /* the build of the encoder's whole-text passes and windows
+                                  * (k3_tok_simd: the best the CPU has, or K3_TOK_SIMD's) */
     struct k3_tok_memos *memos;  /* the memos kept from call to call (tokenizer.c) */
     struct k3_tok_chunks *chunks; /* the ids of chunks of text seen again (tok_chunks.c) */
 
@@ -403,23 +407,28 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
-/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Two builds
- * of one scanner (pretok_fast.h), the same ends: 16-byte SIMD blocks (SSE2, NEON) or the
- * portable loops, and 64-byte AVX-512BW ones (tok_avx512.c; only where k3_tok_avx512). */
+/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Three
+ * builds of one scanner (pretok_fast.h), the same ends: 16-byte SIMD blocks (SSE2, NEON) or
+ * the portable loops, and 64-byte windows with AVX2 (tok_avx2.c) or AVX-512BW (tok_avx512.c),
+ * each only where k3_tok_simd allows it. */
 size_t k3_pretok_batch_base(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
+size_t k3_pretok_batch_avx2(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
 size_t k3_pretok_batch_avx512(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
-/* tok_avx512.c: k3_utf8_valid_prefix, and the wrapper's run bound (tok_runs.h), 64 bytes at
- * a time. */
+/* tok_avx2.c, tok_avx512.c: k3_utf8_valid_prefix, and the wrapper's run bound (tok_runs.h),
+ * 64 bytes at a time. */
+size_t k3_utf8_valid_prefix_avx2(const uint8_t *s, size_t n);
 size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n);
+int k3_runs_bounded_avx2(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
 int k3_runs_bounded_avx512(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
-/* vocab.c: 1 when this CPU runs the AVX-512BW build and the environment's K3_TOK_SIMD is
- * not "base" (which keeps the 16-byte build, for comparisons). */
-int k3_tok_avx512(void);
+/* vocab.c: the best build this CPU runs, or a lower one that the environment's K3_TOK_SIMD
+ * names ("base": the 16-byte build; "avx2"), for comparisons and tests. */
+enum k3_tok_simd k3_tok_simd(void);
 static inline size_t k3_pretok_batch(const struct k3_tok *t, const uint8_t *s, size_t p, size_t n,
                                      size_t *ends, size_t max)
 {
-#if K3_TOK_HAVE_AVX512
-    if (t->avx512) return k3_pretok_batch_avx512(s, p, n, ends, max);
+#if K3_TOK_HAVE_X86_SIMD
+    if (t->simd == K3_TOK_SIMD_AVX512) return k3_pretok_batch_avx512(s, p, n, ends, max);
+    if (t->simd == K3_TOK_SIMD_AVX2) return k3_pretok_batch_avx2(s, p, n, ends, max);
 #endif
     return k3_pretok_batch_base(s, p, n, ends, max);
 }

@@ -238,8 +238,9 @@ K3_SIMD_INLINE struct k3_cut64 cut_classify(const uint8_t *s)
 static int runs_bounded_by(const struct k3_tok *t, const uint8_t *s, size_t n, size_t *cuts,
                            size_t *n_cuts)
 {
-#if K3_TOK_HAVE_AVX512
-    if (t->avx512) return k3_runs_bounded_avx512(s, n, cuts, n_cuts);
+#if K3_TOK_HAVE_X86_SIMD
+    if (t->simd == K3_TOK_SIMD_AVX512) return k3_runs_bounded_avx512(s, n, cuts, n_cuts);
+    if (t->simd == K3_TOK_SIMD_AVX2) return k3_runs_bounded_avx2(s, n, cuts, n_cuts);
 #endif
     return runs_bounded(s, n, cuts, n_cuts);
 }
@@ -247,8 +248,9 @@ static int runs_bounded_by(const struct k3_tok *t, const uint8_t *s, size_t n, s
 /* The length of s's valid UTF-8 prefix, by the build the tokenizer chose at load. */
 static size_t utf8_valid_prefix(const struct k3_tok *t, const uint8_t *s, size_t n)
 {
-#if K3_TOK_HAVE_AVX512
-    if (t->avx512) return k3_utf8_valid_prefix_avx512(s, n);
+#if K3_TOK_HAVE_X86_SIMD
+    if (t->simd == K3_TOK_SIMD_AVX512) return k3_utf8_valid_prefix_avx512(s, n);
+    if (t->simd == K3_TOK_SIMD_AVX2) return k3_utf8_valid_prefix_avx2(s, n);
 #endif
     return k3_utf8_valid_prefix(s, n);
 }

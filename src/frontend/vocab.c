@@ -724,16 +724,22 @@ out:
     return rc;
 }
 
-int k3_tok_avx512(void)
+enum k3_tok_simd k3_tok_simd(void)
 {
-#if K3_TOK_HAVE_AVX512
-    const char *e = getenv("K3_TOK_SIMD");
-    if (e && !strcmp(e, "base")) return 0;
-    /* libgcc's CPU model: set from CPUID, and only when the OS saves the AVX-512 state */
+#if K3_TOK_HAVE_X86_SIMD
+    /* libgcc's CPU model: set from CPUID, each only when the OS saves its registers' state */
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    enum k3_tok_simd best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                                ? K3_TOK_SIMD_AVX512
+                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")
+                                ? K3_TOK_SIMD_AVX2
+                                : K3_TOK_SIMD_BASE;
+    const char *e = getenv("K3_TOK_SIMD");
+    if (e && !strcmp(e, "base")) return K3_TOK_SIMD_BASE;
+    if (e && !strcmp(e, "avx2") && best > K3_TOK_SIMD_AVX2) return K3_TOK_SIMD_AVX2;
+    return best;
 #else
-    return 0;
+    return K3_TOK_SIMD_BASE;
 #endif
 }
 
@@ -748,7 +754,7 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         k3_tok_free(t);
         return -1;
     }
-    t->avx512 = k3_tok_avx512();
+    t->simd = k3_tok_simd();
     if (!(t->memos = k3_tok_memos_new()) || !(t->chunks = k3_tok_chunks_new(K3_TOK_CHUNK_BUDGET))) {
         k3_tok_free(t);
         return k3_err_set(err, "out of memory");

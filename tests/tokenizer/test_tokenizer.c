@@ -103,9 +103,10 @@ static char *repeat(const char *unit, size_t n_units)
     return s;
 }
 
-/* The builds of the encoder's byte scans this machine runs (tok_internal.h): the base one,
- * and the AVX-512BW one where the CPU has it. Tests that loop over them set tok->avx512. */
-static int n_builds(void) { return 1 + k3_tok_avx512(); }
+/* The builds of the encoder's byte scans this machine runs (tok_internal.h, enum
+ * k3_tok_simd): the base one, and the AVX2 and AVX-512BW ones where the CPU has them. Tests
+ * that loop over them set tok->simd. */
+static int n_builds(void) { return 1 + (int)k3_tok_simd(); }
 
 static void encode_str(const char *s, size_t n, struct k3_pool *pool, struct k3_tok_ids *out)
 {
@@ -275,8 +276,9 @@ static void test_scan_builds(void)
             size_t ng = 0, p = 0, max = 1 + rnd() % 300;
             while (p < n) {
                 size_t m =
-#if K3_TOK_HAVE_AVX512
-                    b ? k3_pretok_batch_avx512(text, p, n, got + ng, max) :
+#if K3_TOK_HAVE_X86_SIMD
+                    b == K3_TOK_SIMD_AVX512 ? k3_pretok_batch_avx512(text, p, n, got + ng, max) :
+                    b == K3_TOK_SIMD_AVX2 ? k3_pretok_batch_avx2(text, p, n, got + ng, max) :
 #endif
                     k3_pretok_batch_base(text, p, n, got + ng, max);
                 ng += m;
@@ -408,10 +410,10 @@ static void test_cuts_random(void)
         }
         size_t n_ends;
         for (int b = 0; b < n_builds(); b++) {
-            tok->avx512 = b;
+            tok->simd = (enum k3_tok_simd)b;
             bad += differs_from_ref_cuts(text, n, ends, &n_ends);
         }
-        tok->avx512 = k3_tok_avx512();
+        tok->simd = k3_tok_simd();
     }
     CHECK_MSG(bad == 0, "%d of 12 texts (x %d builds) encode differently from their reference substrings",
               bad, n_builds());
@@ -467,13 +469,13 @@ static void test_cuts_one_long_run(void)
                     text[n++] = blank ? (rnd() % 4 ? ' ' : '\t') : (uint8_t)('a' + rnd() % 26);
                 for (size_t i = 0; i < 40; i++) text[n++] = i % 5 == 4 ? ' ' : 'z';
                 for (int b = 0; b < n_builds(); b++) {
-                    tok->avx512 = b;
+                    tok->simd = (enum k3_tok_simd)b;
                     size_t n_ends;
                     int differs = differs_from_ref_cuts(text, n, ends, &n_ends);
                     bad += n_ends < 2 || differs;
                     n_cases++;
                 }
-                tok->avx512 = k3_tok_avx512();
+                tok->simd = k3_tok_simd();
             }
     CHECK_MSG(bad == 0, "%d of %d texts with one run over the limit encode differently from their "
                         "reference substrings", bad, n_cases);
@@ -517,8 +519,9 @@ static void test_utf8_blocks(void)
         }
         size_t want = ref_valid_prefix(buf, n);
         bad += k3_utf8_valid_prefix(buf, n) != want;
-#if K3_TOK_HAVE_AVX512
-        if (n_builds() == 2) bad += k3_utf8_valid_prefix_avx512(buf, n) != want;
+#if K3_TOK_HAVE_X86_SIMD
+        if (n_builds() > K3_TOK_SIMD_AVX2) bad += k3_utf8_valid_prefix_avx2(buf, n) != want;
+        if (n_builds() > K3_TOK_SIMD_AVX512) bad += k3_utf8_valid_prefix_avx512(buf, n) != want;
 #endif
         n_cases++;
     }
