@@ -1,13 +1,10 @@
 /* tok_avx512.c - the encoder's byte scans 64 bytes at a time with AVX-512BW, for the x86-64
  * CPUs that have it (k3_tok_simd decides at load; elsewhere tok_avx2.c's or the 16-byte build
- * runs):
- *   - the pre-tokenizer's windows (pretok_fast.h): a window's classes in one pass of compares
- *     straight into 64-bit masks, where the 16-byte build takes four blocks, a movemask per
- *     class and block, and stops at the first block with a character it does not know;
- *   - the UTF-8 check (k3_utf8_valid_prefix) and the wrapper's run bound (tok_runs.h).
- * Everything else is the same source as the base build; the results are the same
- * (test_tokenizer runs every build the CPU has on the same texts). Every function in this file is compiled for
- * AVX-512BW (the pragma), so nothing here may run before k3_tok_simd said so. */
+ * runs): tok_x86_scans.h's scanner windows, UTF-8 check and run bound, with compares straight
+ * into 64-bit masks, where the 16-byte build takes four blocks, a movemask per class and
+ * block, and stops a window at the first block with a character it does not know. Every
+ * function in this file is compiled for AVX-512BW (the pragma), so nothing here may run
+ * before k3_tok_simd said so. */
 #include "frontend/tok_internal.h"
 
 #if K3_TOK_HAVE_X86_SIMD
@@ -18,95 +15,37 @@
 #endif
 #include <immintrin.h>
 
-#include "frontend/pretok_fast.h"
-#include "frontend/tok_runs.h"
-#include "frontend/unicode.h"
+typedef __m512i vec;
 
+static inline vec load64(const uint8_t *q) { return _mm512_loadu_si512(q); }
 static inline __m512i z8(int c) { return _mm512_set1_epi8((char)c); }
+static inline uint64_t high(vec v) { return _mm512_movepi8_mask(v); }
 
 /* The bytes of v in [lo, hi] (unsigned, lo <= hi), of those in k. */
-static inline uint64_t in_k(uint64_t k, __m512i v, int lo, int hi)
+static inline uint64_t in_k(uint64_t k, vec v, int lo, int hi)
 {
     return _mm512_mask_cmplt_epu8_mask(k, _mm512_sub_epi8(v, z8(lo)), z8(hi - lo + 1));
 }
-static inline uint64_t in(__m512i v, int lo, int hi) { return in_k(~0ull, v, lo, hi); }
-static inline uint64_t eq_k(uint64_t k, __m512i v, int c) { return _mm512_mask_cmpeq_epi8_mask(k, v, z8(c)); }
-static inline uint64_t eq(__m512i v, int c) { return _mm512_cmpeq_epi8_mask(v, z8(c)); }
+static inline uint64_t in(vec v, int lo, int hi) { return in_k(~0ull, v, lo, hi); }
+static inline uint64_t eq_k(uint64_t k, vec v, int c) { return _mm512_mask_cmpeq_epi8_mask(k, v, z8(c)); }
+static inline uint64_t eq(vec v, int c) { return _mm512_cmpeq_epi8_mask(v, z8(c)); }
 
-/* The window's classes (struct k3_win_cls), all 64 bytes: the same sets as k3_ascii_cls16,
- * k3_cjk16, k3_punct16 and k3_lat16 (unicode_simd.h; v1, v2: the bytes after each). */
-K3_SIMD_INLINE void win_classify(const uint8_t *s, size_t p, size_t n, struct k3_win_cls *c)
+/* Masked loads: the bytes after the text's end read zeros, and no fault. */
+static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
 {
-    const uint8_t *q = s + p;
-    __m512i v = _mm512_loadu_si512(q);
-    uint64_t sp = eq(v, ' ');
-    *c = (struct k3_win_cls){
-        .hi = _mm512_movepi8_mask(v),
-        .up = in(v, 'A', 'Z'),
-        .lo = in(v, 'a', 'z'),
-        .dg = in(v, '0', '9'),
-        .ws = in(v, 0x09, 0x0D) | sp,
-        .cr = eq(v, '\r') | eq(v, '\n'),
-        .sp = sp,
-        .ap = eq(v, '\''),
-        .known = ~0ull,
-    };
-    if (!c->hi) return;
-    /* The loads after the text's end read zeros (masked: no fault); a character of valid
-     * UTF-8 never reaches past it. */
-    size_t rest = n - p; /* >= 64 */
     uint64_t m1 = rest > 64 ? ~0ull : ~0ull >> 1, m2 = rest > 65 ? ~0ull : ~0ull >> (66 - rest);
-    __m512i v1 = _mm512_maskz_loadu_epi8(m1, q + 1), v2 = _mm512_maskz_loadu_epi8(m2, q + 2);
-    uint64_t e3 = eq(v, 0xE3), c3 = eq(v, 0xC3), d0 = eq(v, 0xD0);
-    c->han = in(v, 0xE5, 0xE9) | in_k(eq(v, 0xE4), v1, 0xB8, 0xFF);
-    uint64_t hangul = in(v, 0xEB, 0xEC) | in_k(eq(v, 0xEA), v1, 0xB0, 0xFF) | in_k(eq(v, 0xED), v1, 0x00, 0x9D);
-    uint64_t kana = in_k(eq_k(e3, v1, 0x81), v2, 0x81, 0xFF) | (eq_k(e3, v1, 0x82) & ~in(v2, 0x97, 0xA0)) |
-                    (eq_k(e3, v1, 0x83) & ~eq(v2, 0xBB));
-    c->both = hangul | kana;
-    c->pl = in_k(eq_k(eq(v, 0xE2), v1, 0x80), v2, 0x93, 0xA7) |
-            (eq_k(e3, v1, 0x80) & (in(v2, 0x81, 0x83) | in(v2, 0x88, 0x91))) |
-            (eq_k(eq(v, 0xEF), v1, 0xBC) & (in(v2, 0x81, 0x8F) | in(v2, 0x9A, 0xA0)));
-    c->u2 = (c3 & (in(v1, 0x80, 0x96) | in(v1, 0x98, 0x9E))) | in_k(d0, v1, 0x80, 0xAF);
-    c->l2 = in_k(c3 & ~eq(v1, 0xB7), v1, 0x9F, 0xBF) | in_k(d0, v1, 0xB0, 0xBF) | in_k(eq(v, 0xD1), v1, 0x80, 0x9F);
+    *v1 = _mm512_maskz_loadu_epi8(m1, q + 1);
+    *v2 = _mm512_maskz_loadu_epi8(m2, q + 2);
 }
+
+#include "frontend/tok_x86_scans.h"
 
 size_t k3_pretok_batch_avx512(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
     return pretok_batch(s, p, n, ends, max);
 }
 
-/* The same blocks as k3_utf8_valid_prefix's (unicode_simd.h, struct k3_utf8_blk), 64 bytes
- * each; the first failing block, and the tail, go to it from the character start before. */
-size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    uint64_t carry = 0; /* continuation bytes the blocks before still need, from bit 0 */
-    for (; i + 65 <= n; i += 64) {
-        __m512i v = _mm512_loadu_si512(s + i);
-        if (!(_mm512_movepi8_mask(v) | carry)) continue;
-        __m512i v1 = _mm512_loadu_si512(s + i + 1);
-        uint64_t cont = in(v, 0x80, 0xBF), l2 = in(v, 0xC2, 0xDF), l3 = in(v, 0xE0, 0xEF), l4 = in(v, 0xF0, 0xF4);
-        uint64_t bad = in(v, 0xC0, 0xC1) | in(v, 0xF5, 0xFF) | in_k(eq(v, 0xE0), v1, 0x80, 0x9F) |
-                       in_k(eq(v, 0xED), v1, 0xA0, 0xBF) | in_k(eq(v, 0xF0), v1, 0x80, 0x8F) |
-                       in_k(eq(v, 0xF4), v1, 0x90, 0xBF);
-        uint64_t need = carry | (l2 | l3 | l4) << 1 | (l3 | l4) << 2 | l4 << 3;
-        if (bad || need != cont) break;
-        carry = (l2 | l3 | l4) >> 63 | (l3 | l4) >> 62 | l4 >> 61;
-    }
-    if (carry) /* i is inside a character whose lead (before i, all valid) is the last non-continuation byte */
-        do i--;
-        while ((s[i] & 0xC0) == 0x80);
-    return i + k3_utf8_valid_prefix(s + i, n - i);
-}
-
-/* 64 bytes for runs_bounded (tok_runs.h): the sets of k3_cut_blk16. */
-K3_SIMD_INLINE struct k3_cut64 cut_classify(const uint8_t *s)
-{
-    __m512i v = _mm512_loadu_si512(s);
-    uint64_t sp = in(v, 0x09, 0x0D) | in(v, 0x1C, 0x20);
-    uint64_t ns = (~_mm512_movepi8_mask(v) & ~sp) | in(v, 0xC3, 0xE0) | in(v, 0xE4, 0xFF);
-    return (struct k3_cut64){sp != 0, ns != 0, in(v, 0x80, 0xBF)};
-}
+size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n) { return x86_utf8_valid_prefix(s, n); }
 
 int k3_runs_bounded_avx512(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
 {
