@@ -13,7 +13,9 @@
  * text (the warm-up rounds make the first). TOK_AB_SPECIAL=1 encodes with special tokens
  * recognised (a chat prompt's segments). TOK_AB_ANY_IDS=1 skips the id count check, for
  * bounds: builds that skip part of the work on purpose and give other ids (runs 54 and 55).
- * Each switch is on when set to anything but 0. */
+ * TOK_AB_NO_CHUNKS=1 keeps no chunks (k3_tok_chunk_budget 0), so that warm calls time the
+ * memos' hits rather than the kept chunks' copies (run 66). Each switch is on when set to
+ * anything but 0. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +57,8 @@ static int lib_open(struct lib *l, const char *path, const char *model, const ch
     /* builds that keep memos between calls: emptied before each call, so every call is on
      * new text as in builds that keep none (NULL in those) */
     l->forget = (void (*)(const struct k3_tok *))dlsym(h, "k3_tok_forget");
+    void (*chunk_budget)(struct k3_tok *, size_t) =
+        (void (*)(struct k3_tok *, size_t))dlsym(h, "k3_tok_chunk_budget");
     if (!load || !l->encode || !l->ids_free) {
         fprintf(stderr, "tok_ab: %s lacks the tokenizer's functions\n", path);
         return -1;
@@ -64,6 +68,7 @@ static int lib_open(struct lib *l, const char *path, const char *model, const ch
         fprintf(stderr, "tok_ab: %s: %s\n", path, err.msg);
         return -1;
     }
+    if (chunk_budget && env_on("TOK_AB_NO_CHUNKS")) chunk_budget(l->tok, 0);
     l->path = path;
     return 0;
 }
