@@ -729,11 +729,14 @@ enum k3_tok_simd k3_tok_simd(void)
 #if K3_TOK_HAVE_X86_SIMD
     /* libgcc's CPU model: set from CPUID, each only when the OS saves its registers' state */
     __builtin_cpu_init();
-    enum k3_tok_simd best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+    /* both builds are compiled for popcnt, bmi and bmi2 too (tok_avx2.c, tok_avx512.c) */
+    int bits = __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi") &&
+               __builtin_cpu_supports("bmi2");
+    enum k3_tok_simd best = !bits ? K3_TOK_SIMD_BASE
+                            : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
                                 ? K3_TOK_SIMD_AVX512
-                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")
-                                ? K3_TOK_SIMD_AVX2
-                                : K3_TOK_SIMD_BASE;
+                            : __builtin_cpu_supports("avx2") ? K3_TOK_SIMD_AVX2
+                                                             : K3_TOK_SIMD_BASE;
     const char *e = getenv("K3_TOK_SIMD");
     if (e && !strcmp(e, "base")) return K3_TOK_SIMD_BASE;
     if (e && !strcmp(e, "avx2") && best > K3_TOK_SIMD_AVX2) return K3_TOK_SIMD_AVX2;
