@@ -732,11 +732,11 @@ enum k3_tok_simd k3_tok_simd(void)
     /* both builds are compiled for popcnt, bmi and bmi2 too (tok_avx2.c, tok_avx512.c) */
     int bits = __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi") &&
                __builtin_cpu_supports("bmi2");
-    enum k3_tok_simd best = !bits ? K3_TOK_SIMD_BASE
-                            : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-                                ? K3_TOK_SIMD_AVX512
-                            : __builtin_cpu_supports("avx2") ? K3_TOK_SIMD_AVX2
-                                                             : K3_TOK_SIMD_BASE;
+    enum k3_tok_simd best = K3_TOK_SIMD_BASE;
+    if (bits && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        best = K3_TOK_SIMD_AVX512;
+    else if (bits && __builtin_cpu_supports("avx2"))
+        best = K3_TOK_SIMD_AVX2;
     const char *e = getenv("K3_TOK_SIMD");
     if (e && !strcmp(e, "base")) return K3_TOK_SIMD_BASE;
     if (e && !strcmp(e, "avx2") && best > K3_TOK_SIMD_AVX2) return K3_TOK_SIMD_AVX2;
