@@ -36,7 +36,7 @@ static inline size_t run_of(const uint8_t *s, size_t q, size_t n, unsigned want)
 }
 
 /* CJK runs 5 characters (15 bytes) a block where SIMD has the masks (k3_cjk16). */
-#define K3_CJK_SIMD (K3_BLK_SIMD[0] != 'n')
+#define K3_CJK_SIMD K3_BLK_HAVE_SIMD
 #define K3_CJK_STARTS 0x1249u /* bits 0, 3, 6, 9, 12: the starts of 3-byte characters */
 
 /* [\p{Han}]+ continued from q: 3-byte characters (nearly all Han) decoded inline. */

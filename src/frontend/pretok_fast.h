@@ -14,7 +14,7 @@
 
 /* Words through 16-byte letter masks where SIMD has them (the byte loop would be slower
  * than the 8-byte runs below). */
-#define K3_LETTERS_SIMD (K3_BLK_SIMD[0] != 'n')
+#define K3_LETTERS_SIMD K3_BLK_HAVE_SIMD
 
 /* ASCII flags (the same bits as the Unicode table), filled by the rules of the pattern
  * (pretok.c). */
@@ -202,7 +202,7 @@ static inline size_t ascii_piece(const uint8_t *s, size_t p, size_t n)
  * Starts are decided up to two bytes before the first other non-ASCII byte or the window's
  * end, and not inside a whitespace run that reaches it (its end is unknown); pieces beyond
  * go to ascii_piece and pretok.c's scanner. */
-#define K3_WINDOWS_SIMD (K3_BLK_SIMD[0] != 'n')
+#define K3_WINDOWS_SIMD K3_BLK_HAVE_SIMD
 
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 

@@ -27,11 +27,14 @@
 #if defined(__SSE2__) && !defined(K3_TOK_NO_SIMD)
 #include <emmintrin.h>
 #define K3_BLK_SIMD "sse2"
+#define K3_BLK_HAVE_SIMD 1
 #elif defined(__aarch64__) && defined(__ARM_NEON) && !defined(K3_TOK_NO_SIMD)
 #include <arm_neon.h>
 #define K3_BLK_SIMD "neon"
+#define K3_BLK_HAVE_SIMD 1
 #else
 #define K3_BLK_SIMD "none"
+#define K3_BLK_HAVE_SIMD 0 /* the byte loops */
 #endif
 
 struct k3_blk {

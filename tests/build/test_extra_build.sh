@@ -4,7 +4,8 @@
 #            configures and compiles (tests included) on a machine without a
 #            GPU, and the `gpu` tests skip there with "skipped: no GPU";
 #   aarch64  the dependency-free parts cross-compiled for Grace hosts, checked
-#            to be aarch64 objects.
+#            to be aarch64 objects; the tokenizer's tests and its ids against
+#            tiktoken's run under qemu-aarch64 (the NEON build of its byte scans).
 set -u
 KIND=$1; SRC=$2; DIR=$3
 . "$SRC/tests/cli/harness.sh"
@@ -46,6 +47,26 @@ aarch64)
         n=$((n + 1))
     done
     check "libraries built" "$([ $n -ge 2 ] && echo yes)" yes
+    # The tokenizer as Grace runs it (NEON), under qemu: its unit tests, then the tiktoken
+    # checks of the x86 build's CTest (ids on 1 MB of each kind of text in both modes and on
+    # random strings, every code point's class) through the aarch64 tok_batch.
+    command -v qemu-aarch64 >/dev/null
+    check "qemu-aarch64 is installed (Debian: qemu-user)" "$?" 0
+    qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+    bin=$DIR/tests/tokenizer/portable
+    $qemu "$bin/test_tokenizer" >"$DIR.test_tokenizer.log" 2>&1
+    check "test_tokenizer passes on aarch64 (log: $DIR.test_tokenizer.log)" "$?" 0
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$qemu" "$bin/tok_batch" >"$DIR.tok_batch"
+    chmod +x "$DIR.tok_batch"
+    py=$SRC/.venv/bin/python3
+    val=$SRC/validation/tokenizer
+    data=$SRC/../shared/data
+    for t in "check_ids.py --mb 1.0" "fuzz_diff.py --cases 10000 --seed 5" "check_codepoints.py"; do
+        # shellcheck disable=SC2086 # the script and its arguments
+        out=$("$py" $val/$t --tok-batch "$DIR.tok_batch" --data "$data" 2>&1)
+        check "$t against tiktoken on aarch64" "$?" 0
+        check_contains "$t says PASS" "$out" "PASS"
+    done
     ;;
 *) echo "unknown kind $KIND"; exit 2 ;;
 esac
