@@ -1,6 +1,6 @@
 /* tok_avx2.c - the encoder's byte scans 64 bytes at a time with AVX2, for the x86-64 CPUs
  * that have it but not AVX-512BW (most AMD EPYC before Zen 4, and the cloud machines built on
- * them; k3_tok_simd decides at load): tok_x86_scans.h's scanner windows, UTF-8 check and run
+ * them; k3_tok_simd decides at load): tok_scans64.h's scanner windows, UTF-8 check and run
  * bound, each 64-byte block as two 32-byte halves whose compares become one 64-bit mask,
  * where the 16-byte build takes four blocks and stops a window at the first block with a
  * character it does not know. Every function in this file is compiled for AVX2 (the pragma),
@@ -65,14 +65,14 @@ static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
     *v2 = load64(tail + 2);
 }
 
-#include "frontend/tok_x86_scans.h"
+#include "frontend/tok_scans64.h"
 
 size_t k3_pretok_batch_avx2(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
     return pretok_batch(s, p, n, ends, max);
 }
 
-size_t k3_utf8_valid_prefix_avx2(const uint8_t *s, size_t n) { return x86_utf8_valid_prefix(s, n); }
+size_t k3_utf8_valid_prefix_avx2(const uint8_t *s, size_t n) { return scans64_utf8_valid_prefix(s, n); }
 
 int k3_runs_bounded_avx2(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
 {

@@ -1,6 +1,6 @@
 /* tok_avx512.c - the encoder's byte scans 64 bytes at a time with AVX-512BW, for the x86-64
  * CPUs that have it (k3_tok_simd decides at load; elsewhere tok_avx2.c's or the 16-byte build
- * runs): tok_x86_scans.h's scanner windows, UTF-8 check and run bound, with compares straight
+ * runs): tok_scans64.h's scanner windows, UTF-8 check and run bound, with compares straight
  * into 64-bit masks, where the 16-byte build takes four blocks, a movemask per class and
  * block, and stops a window at the first block with a character it does not know. Every
  * function in this file is compiled for AVX-512BW (the pragma), so nothing here may run
@@ -38,14 +38,14 @@ static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
     *v2 = _mm512_maskz_loadu_epi8(m2, q + 2);
 }
 
-#include "frontend/tok_x86_scans.h"
+#include "frontend/tok_scans64.h"
 
 size_t k3_pretok_batch_avx512(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max)
 {
     return pretok_batch(s, p, n, ends, max);
 }
 
-size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n) { return x86_utf8_valid_prefix(s, n); }
+size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n) { return scans64_utf8_valid_prefix(s, n); }
 
 int k3_runs_bounded_avx512(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts)
 {

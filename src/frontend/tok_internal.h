@@ -22,15 +22,24 @@
 
 /* The 64-byte builds of the encoder's byte scans, AVX2 (tok_avx2.c) and AVX-512BW
  * (tok_avx512.c), are compiled on x86-64 by GCC and Clang, and used where the CPU has them
- * (k3_tok_simd). */
+ * (k3_tok_simd); NEON's (tok_neon.c) on aarch64, where every CPU has it. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(K3_TOK_NO_SIMD)
 #define K3_TOK_HAVE_X86_SIMD 1
 #else
 #define K3_TOK_HAVE_X86_SIMD 0
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(K3_TOK_NO_SIMD)
+#define K3_TOK_HAVE_NEON64 1
+#else
+#define K3_TOK_HAVE_NEON64 0
+#endif
 
 /* The builds of the encoder's byte scans, in the order a CPU gains them. */
+#if K3_TOK_HAVE_NEON64
+enum k3_tok_simd { K3_TOK_SIMD_BASE, K3_TOK_SIMD_NEON };
+#else
 enum k3_tok_simd { K3_TOK_SIMD_BASE, K3_TOK_SIMD_AVX2, K3_TOK_SIMD_AVX512 };
+#endif
 
 /* Whole-token lookup slot: the first 24 bytes inline, so a hit on a token of up to 24 bytes
  * touches one cache line; only longer tokens compare the rest in the byte arena (whose
@@ -407,19 +416,22 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint
 
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
-/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Three
- * builds of one scanner (pretok_fast.h), the same ends: 16-byte SIMD blocks (SSE2, NEON) or
- * the portable loops, and 64-byte windows with AVX2 (tok_avx2.c) or AVX-512BW (tok_avx512.c),
- * each only where k3_tok_simd allows it. */
+/* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Builds of
+ * one scanner (pretok_fast.h), the same ends: 16-byte SIMD blocks (SSE2, NEON) or the
+ * portable loops, and 64-byte windows with AVX2 (tok_avx2.c), AVX-512BW (tok_avx512.c) or
+ * NEON (tok_neon.c), each only where k3_tok_simd allows it. */
 size_t k3_pretok_batch_base(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
 size_t k3_pretok_batch_avx2(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
 size_t k3_pretok_batch_avx512(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
-/* tok_avx2.c, tok_avx512.c: k3_utf8_valid_prefix, and the wrapper's run bound (tok_runs.h),
- * 64 bytes at a time. */
+size_t k3_pretok_batch_neon(const uint8_t *s, size_t p, size_t n, size_t *ends, size_t max);
+/* tok_avx2.c, tok_avx512.c, tok_neon.c: k3_utf8_valid_prefix, and the wrapper's run bound
+ * (tok_runs.h), 64 bytes at a time. */
 size_t k3_utf8_valid_prefix_avx2(const uint8_t *s, size_t n);
 size_t k3_utf8_valid_prefix_avx512(const uint8_t *s, size_t n);
+size_t k3_utf8_valid_prefix_neon(const uint8_t *s, size_t n);
 int k3_runs_bounded_avx2(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
 int k3_runs_bounded_avx512(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
+int k3_runs_bounded_neon(const uint8_t *s, size_t n, size_t *cuts, size_t *n_cuts);
 /* vocab.c: the best build this CPU runs, or a lower one that the environment's K3_TOK_SIMD
  * names ("base": the 16-byte build; "avx2"), for comparisons and tests. */
 enum k3_tok_simd k3_tok_simd(void);
@@ -429,6 +441,8 @@ static inline size_t k3_pretok_batch(const struct k3_tok *t, const uint8_t *s, s
 #if K3_TOK_HAVE_X86_SIMD
     if (t->simd == K3_TOK_SIMD_AVX512) return k3_pretok_batch_avx512(s, p, n, ends, max);
     if (t->simd == K3_TOK_SIMD_AVX2) return k3_pretok_batch_avx2(s, p, n, ends, max);
+#elif K3_TOK_HAVE_NEON64
+    if (t->simd == K3_TOK_SIMD_NEON) return k3_pretok_batch_neon(s, p, n, ends, max);
 #endif
     return k3_pretok_batch_base(s, p, n, ends, max);
 }

@@ -241,6 +241,8 @@ static int runs_bounded_by(const struct k3_tok *t, const uint8_t *s, size_t n, s
 #if K3_TOK_HAVE_X86_SIMD
     if (t->simd == K3_TOK_SIMD_AVX512) return k3_runs_bounded_avx512(s, n, cuts, n_cuts);
     if (t->simd == K3_TOK_SIMD_AVX2) return k3_runs_bounded_avx2(s, n, cuts, n_cuts);
+#elif K3_TOK_HAVE_NEON64
+    if (t->simd == K3_TOK_SIMD_NEON) return k3_runs_bounded_neon(s, n, cuts, n_cuts);
 #endif
     return runs_bounded(s, n, cuts, n_cuts);
 }
@@ -251,6 +253,8 @@ static size_t utf8_valid_prefix(const struct k3_tok *t, const uint8_t *s, size_t
 #if K3_TOK_HAVE_X86_SIMD
     if (t->simd == K3_TOK_SIMD_AVX512) return k3_utf8_valid_prefix_avx512(s, n);
     if (t->simd == K3_TOK_SIMD_AVX2) return k3_utf8_valid_prefix_avx2(s, n);
+#elif K3_TOK_HAVE_NEON64
+    if (t->simd == K3_TOK_SIMD_NEON) return k3_utf8_valid_prefix_neon(s, n);
 #endif
     return k3_utf8_valid_prefix(s, n);
 }

@@ -741,6 +741,9 @@ enum k3_tok_simd k3_tok_simd(void)
     if (e && !strcmp(e, "base")) return K3_TOK_SIMD_BASE;
     if (e && !strcmp(e, "avx2") && best > K3_TOK_SIMD_AVX2) return K3_TOK_SIMD_AVX2;
     return best;
+#elif K3_TOK_HAVE_NEON64
+    const char *e = getenv("K3_TOK_SIMD"); /* every aarch64 CPU has NEON */
+    return e && !strcmp(e, "base") ? K3_TOK_SIMD_BASE : K3_TOK_SIMD_NEON;
 #else
     return K3_TOK_SIMD_BASE;
 #endif

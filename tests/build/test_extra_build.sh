@@ -47,9 +47,10 @@ aarch64)
         n=$((n + 1))
     done
     check "libraries built" "$([ $n -ge 2 ] && echo yes)" yes
-    # The tokenizer as Grace runs it (NEON), under qemu: its unit tests, then the tiktoken
-    # checks of the x86 build's CTest (ids on 1 MB of each kind of text in both modes and on
-    # random strings, every code point's class) through the aarch64 tok_batch.
+    # The tokenizer as Grace runs it (NEON), under qemu: its unit tests (both builds of the
+    # byte scans, 64-byte and 16-byte), then the tiktoken checks of the x86 build's CTest (ids
+    # on 1 MB of each kind of text in both modes and on random strings, every code point's
+    # class) through the aarch64 tok_batch, and random strings through the 16-byte build.
     command -v qemu-aarch64 >/dev/null
     check "qemu-aarch64 is installed (Debian: qemu-user)" "$?" 0
     qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu"
@@ -61,10 +62,13 @@ aarch64)
     py=$SRC/.venv/bin/python3
     val=$SRC/validation/tokenizer
     data=$SRC/../shared/data
-    for t in "check_ids.py --mb 1.0" "fuzz_diff.py --cases 10000 --seed 5" "check_codepoints.py"; do
+    for t in "check_ids.py --mb 1.0" "fuzz_diff.py --cases 10000 --seed 5" "check_codepoints.py" \
+             "base fuzz_diff.py --cases 10000 --seed 6"; do
+        simd=
+        [ "${t%% *}" = base ] && simd=base t=${t#base }
         # shellcheck disable=SC2086 # the script and its arguments
-        out=$("$py" $val/$t --tok-batch "$DIR.tok_batch" --data "$data" 2>&1)
-        check "$t against tiktoken on aarch64" "$?" 0
+        out=$(K3_TOK_SIMD=$simd "$py" $val/$t --tok-batch "$DIR.tok_batch" --data "$data" 2>&1)
+        check "$t against tiktoken on aarch64 ${simd:+(K3_TOK_SIMD=$simd)}" "$?" 0
         check_contains "$t says PASS" "$out" "PASS"
     done
     ;;

@@ -104,8 +104,8 @@ static char *repeat(const char *unit, size_t n_units)
 }
 
 /* The builds of the encoder's byte scans this machine runs (tok_internal.h, enum
- * k3_tok_simd): the base one, and the AVX2 and AVX-512BW ones where the CPU has them. Tests
- * that loop over them set tok->simd. */
+ * k3_tok_simd): the base one, and the AVX2 and AVX-512BW ones where the CPU has them, or
+ * NEON's on aarch64. Tests that loop over them set tok->simd. */
 static int n_builds(void) { return 1 + (int)k3_tok_simd(); }
 
 static void encode_str(const char *s, size_t n, struct k3_pool *pool, struct k3_tok_ids *out)
@@ -279,6 +279,8 @@ static void test_scan_builds(void)
 #if K3_TOK_HAVE_X86_SIMD
                     b == K3_TOK_SIMD_AVX512 ? k3_pretok_batch_avx512(text, p, n, got + ng, max) :
                     b == K3_TOK_SIMD_AVX2 ? k3_pretok_batch_avx2(text, p, n, got + ng, max) :
+#elif K3_TOK_HAVE_NEON64
+                    b == K3_TOK_SIMD_NEON ? k3_pretok_batch_neon(text, p, n, got + ng, max) :
 #endif
                     k3_pretok_batch_base(text, p, n, got + ng, max);
                 ng += m;
@@ -522,6 +524,8 @@ static void test_utf8_blocks(void)
 #if K3_TOK_HAVE_X86_SIMD
         if (n_builds() > K3_TOK_SIMD_AVX2) bad += k3_utf8_valid_prefix_avx2(buf, n) != want;
         if (n_builds() > K3_TOK_SIMD_AVX512) bad += k3_utf8_valid_prefix_avx512(buf, n) != want;
+#elif K3_TOK_HAVE_NEON64
+        if (n_builds() > K3_TOK_SIMD_NEON) bad += k3_utf8_valid_prefix_neon(buf, n) != want;
 #endif
         n_cases++;
     }

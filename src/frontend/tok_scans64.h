@@ -1,7 +1,7 @@
-/* tok_x86_scans.h - the encoder's byte scans over 64-byte blocks whose classes are bit masks
- * (bit i for byte i), compiled once per x86 SIMD width: tok_avx2.c and tok_avx512.c. The
- * includer compiles for its ISA (a target pragma before the include) and defines the
- * vector type and the operations that differ:
+/* tok_scans64.h - the encoder's byte scans over 64-byte blocks whose classes are bit masks
+ * (bit i for byte i), compiled once per SIMD build: tok_avx2.c and tok_avx512.c on x86-64,
+ * tok_neon.c on aarch64. The includer compiles for its ISA (x86: a target pragma before the
+ * include) and defines the vector type and the operations that differ:
  *   vec v = load64(q)          the 64 bytes at q;
  *   load_after(q, rest, &v1, &v2)   the bytes at q + 1 and q + 2 (rest >= 64 readable at q;
  *                              zeros past it: a character of valid UTF-8 never reaches there);
@@ -9,10 +9,10 @@
  *   in(v, lo, hi), eq(v, c)    the bytes in [lo, hi] (unsigned, hi - lo < 255), equal to c;
  *   in_k(k, ...), eq_k(k, ...) the same within the mask k.
  * With these: the pre-tokenizer's window classes (win_classify, for pretok_fast.h), the UTF-8
- * check (x86_utf8_valid_prefix) and the wrapper's run bound (cut_classify, for tok_runs.h).
+ * check (scans64_utf8_valid_prefix) and the wrapper's run bound (cut_classify, for tok_runs.h).
  * The results are the base build's (test_tokenizer runs every build the CPU has). */
-#ifndef K3_FRONTEND_TOK_X86_SCANS_H
-#define K3_FRONTEND_TOK_X86_SCANS_H
+#ifndef K3_FRONTEND_TOK_SCANS64_H
+#define K3_FRONTEND_TOK_SCANS64_H
 
 #include "frontend/pretok_fast.h"
 #include "frontend/tok_runs.h"
@@ -54,7 +54,7 @@ K3_SIMD_INLINE void win_classify(const uint8_t *s, size_t p, size_t n, struct k3
 
 /* The same blocks as k3_utf8_valid_prefix's (unicode_simd.h, struct k3_utf8_blk), 64 bytes
  * each; the first failing block, and the tail, go to it from the character start before. */
-static inline size_t x86_utf8_valid_prefix(const uint8_t *s, size_t n)
+static inline size_t scans64_utf8_valid_prefix(const uint8_t *s, size_t n)
 {
     size_t i = 0;
     uint64_t carry = 0; /* continuation bytes the blocks before still need, from bit 0 */
