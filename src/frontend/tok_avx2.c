@@ -14,7 +14,6 @@
 #pragma GCC target("avx2,popcnt,bmi,bmi2")
 #endif
 #include <immintrin.h>
-#include <string.h>
 
 /* 64 bytes as two halves. */
 typedef struct {
@@ -46,23 +45,6 @@ static inline uint64_t eq(vec v, int c)
 {
     __m256i x = _mm256_set1_epi8((char)c);
     return mask64(_mm256_cmpeq_epi8(v.a, x), _mm256_cmpeq_epi8(v.b, x));
-}
-
-static inline uint64_t in_k(uint64_t k, vec v, int lo, int hi) { return k & in(v, lo, hi); }
-static inline uint64_t eq_k(uint64_t k, vec v, int c) { return k & eq(v, c); }
-
-/* AVX2 has no byte-masked load: within 2 bytes of the end, the bytes are copied first. */
-static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
-{
-    if (rest >= 66) {
-        *v1 = load64(q + 1);
-        *v2 = load64(q + 2);
-        return;
-    }
-    uint8_t tail[66] = {0};
-    memcpy(tail, q, rest);
-    *v1 = load64(tail + 1);
-    *v2 = load64(tail + 2);
 }
 
 #include "frontend/tok_scans64.h"

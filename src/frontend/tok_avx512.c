@@ -15,6 +15,8 @@
 #endif
 #include <immintrin.h>
 
+#define K3_SCANS64_MASKED /* its own in_k, eq_k, load_after */
+
 typedef __m512i vec;
 
 static inline vec load64(const uint8_t *q) { return _mm512_loadu_si512(q); }

@@ -8,7 +8,6 @@
 
 #if K3_TOK_HAVE_NEON64
 #include <arm_neon.h>
-#include <string.h>
 
 typedef uint8x16x4_t vec;
 
@@ -43,23 +42,6 @@ static inline uint64_t eq(vec v, int c)
 {
     uint8x16_t x = vdupq_n_u8((uint8_t)c);
     return mask64(vceqq_u8(v.val[0], x), vceqq_u8(v.val[1], x), vceqq_u8(v.val[2], x), vceqq_u8(v.val[3], x));
-}
-
-static inline uint64_t in_k(uint64_t k, vec v, int lo, int hi) { return k & in(v, lo, hi); }
-static inline uint64_t eq_k(uint64_t k, vec v, int c) { return k & eq(v, c); }
-
-/* No masked loads: within 2 bytes of the end, the bytes are copied first. */
-static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
-{
-    if (rest >= 66) {
-        *v1 = load64(q + 1);
-        *v2 = load64(q + 2);
-        return;
-    }
-    uint8_t tail[66] = {0};
-    memcpy(tail, q, rest);
-    *v1 = load64(tail + 1);
-    *v2 = load64(tail + 2);
 }
 
 #include "frontend/tok_scans64.h"

@@ -8,6 +8,8 @@
  *   high(v)                    the bytes >= 0x80;
  *   in(v, lo, hi), eq(v, c)    the bytes in [lo, hi] (unsigned, hi - lo < 255), equal to c;
  *   in_k(k, ...), eq_k(k, ...) the same within the mask k.
+ * A build with byte-masked loads and compares (AVX-512) defines K3_SCANS64_MASKED and all of
+ * these; for the others (AVX2, NEON) this file defines the last three from the rest.
  * With these: the pre-tokenizer's window classes (win_classify, for pretok_fast.h), the UTF-8
  * check (scans64_utf8_valid_prefix) and the wrapper's run bound (cut_classify, for tok_runs.h).
  * The results are the base build's (test_tokenizer runs every build the CPU has). */
@@ -17,6 +19,27 @@
 #include "frontend/pretok_fast.h"
 #include "frontend/tok_runs.h"
 #include "frontend/unicode.h"
+
+#include <string.h>
+
+#ifndef K3_SCANS64_MASKED
+static inline uint64_t in_k(uint64_t k, vec v, int lo, int hi) { return k & in(v, lo, hi); }
+static inline uint64_t eq_k(uint64_t k, vec v, int c) { return k & eq(v, c); }
+
+/* No masked loads: within 2 bytes of the end, the bytes are copied first. */
+static inline void load_after(const uint8_t *q, size_t rest, vec *v1, vec *v2)
+{
+    if (rest >= 66) {
+        *v1 = load64(q + 1);
+        *v2 = load64(q + 2);
+        return;
+    }
+    uint8_t tail[66] = {0};
+    memcpy(tail, q, rest);
+    *v1 = load64(tail + 1);
+    *v2 = load64(tail + 2);
+}
+#endif
 
 /* The window's classes (struct k3_win_cls), all 64 bytes: the same sets as k3_ascii_cls16,
  * k3_cjk16, k3_punct16 and k3_lat16 (unicode_simd.h; v1, v2: the bytes after each). */
