@@ -3,7 +3,8 @@
 #   1. a sanitizer build (AddressSanitizer + UBSan) runs the tests labelled
 #      `asan` (parsers of untrusted input: configs, CLI, corrupt files);
 #   2. the release build (-Werror) runs everything but the `slow` and `gpu`
-#      labels: unit, mpi (mpirun -np 2), build (CUDA compile, aarch64 cross).
+#      labels: unit, mpi (mpirun -np 2), build (CUDA compile, aarch64 cross
+#      with the tokenizer's tests under qemu).
 # Slow tests: ctest --test-dir build -L slow. GPU tests: see ../shared/gpu/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
