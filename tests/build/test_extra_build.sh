@@ -54,7 +54,7 @@ aarch64)
     command -v qemu-aarch64 >/dev/null
     check "qemu-aarch64 is installed (Debian: qemu-user)" "$?" 0
     qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-    bin=$DIR/tests/tokenizer/portable
+    bin=$DIR
     $qemu "$bin/test_tokenizer" >"$DIR.test_tokenizer.log" 2>&1
     check "test_tokenizer passes on aarch64 (log: $DIR.test_tokenizer.log)" "$?" 0
     printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$qemu" "$bin/tok_batch" >"$DIR.tok_batch"
