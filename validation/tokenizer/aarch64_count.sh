@@ -22,8 +22,7 @@ else
     git archive "$rev" src kernels | tar -x -C "$root"
 fi
 f=$root/src/frontend
-srcs=$(awk '/add_library\(k3_tokenizer / {on = 1} on {print} on && /\)/ {exit}' "$f/CMakeLists.txt" |
-    tr ' ()' '\n' | grep '\.c$')
+srcs=$("$here/tok_sources.sh" "$f")
 enc="pretok bpe bpe_chars tokenizer tok_chunks tok_neon" # linked last, in one range
 mkdir -p "$work/o"
 cc() { aarch64-linux-gnu-gcc -O2 -std=gnu11 -D_GNU_SOURCE -I"$root/src" -I"$root" -I"$here" -c "$1" -o "$2"; }

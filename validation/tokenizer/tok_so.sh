@@ -15,10 +15,7 @@ else
     git archive "$rev" src kernels | tar -x -C "$root"
 fi
 f=$root/src/frontend
-# the .c files of add_library(k3_tokenizer ...), which may span lines
-srcs=$(awk '/add_library\(k3_tokenizer / {on = 1} on {print} on && /\)/ {exit}' "$f/CMakeLists.txt" |
-    tr ' ()' '\n' | grep '\.c$' | sed "s|^|$f/|")
-[ -n "$srcs" ] || { echo "tok_so.sh: no k3_tokenizer sources in $f/CMakeLists.txt" >&2; exit 1; }
+srcs=$("$(dirname "$0")/tok_sources.sh" "$f" | sed "s|^|$f/|")
 # shellcheck disable=SC2086 # one word per source file
 gcc -O2 -g -std=gnu11 -D_GNU_SOURCE -fPIC -shared -I"$root/src" -I"$root" "$@" -o "$out" \
     $srcs "$root"/src/core/log.c "$root"/src/core/err.c "$root"/kernels/cpu/pool.c -lpthread -lm
