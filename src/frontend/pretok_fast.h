@@ -1,8 +1,9 @@
 /* pretok_fast.h - the pre-tokenizer's fast paths: ASCII pieces, and 64-byte windows whose
  * piece starts come from byte-class masks (pretok.c holds the definition, the scanner every
  * other piece goes to). Compiled once per SIMD width: pretok.c (SSE2, NEON or the portable
- * loops), tok_avx2.c and tok_avx512.c (which k3_tok_load picks where the CPU has them). The
- * includer defines win_classify, the one part that differs. */
+ * loops), and through tok_scans64.h tok_avx2.c and tok_avx512.c (which k3_tok_simd picks where
+ * the CPU has them) and tok_neon.c (aarch64). The includer defines win_classify, the one part
+ * that differs. */
 #ifndef K3_FRONTEND_PRETOK_FAST_H
 #define K3_FRONTEND_PRETOK_FAST_H
 

@@ -1,6 +1,7 @@
 /* tok_runs.h - the wrapper's run bound over 64-byte blocks, compiled once per SIMD width:
- * tokenizer.c (16-byte SSE2 / NEON blocks, or the portable loops), tok_avx2.c and
- * tok_avx512.c. The includer defines cut_classify, the one part that differs. */
+ * tokenizer.c (16-byte SSE2 / NEON blocks, or the portable loops), and through tok_scans64.h
+ * tok_avx2.c, tok_avx512.c and tok_neon.c. The includer defines cut_classify, the one part that
+ * differs. */
 #ifndef K3_FRONTEND_TOK_RUNS_H
 #define K3_FRONTEND_TOK_RUNS_H
 
