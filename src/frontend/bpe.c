@@ -217,7 +217,7 @@ static void memo_table_reset(uint64_t **tab, int *shift, int shift_made, size_t 
         memset(*tab, 0, n * sizeof(uint64_t));
         return;
     }
-    uint64_t *first = calloc(n, sizeof(uint64_t)); /* grown */
+    uint64_t *first = k3_tok_table_alloc(n * sizeof(uint64_t), 0); /* grown */
     K3_CHECK(first, "out of memory");
     free(*tab);
     *tab = first;
@@ -251,8 +251,8 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
 static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
 {
     size_t ways = ((size_t)c->long_mask + 1) * 2;
-    struct k3_long_cache_entry *longs = malloc(2 * ways * sizeof *longs);
-    uint32_t *tags = calloc(2 * ways, sizeof *tags);
+    struct k3_long_cache_entry *longs = k3_tok_table_alloc(2 * ways * sizeof *longs, -1);
+    uint32_t *tags = k3_tok_table_alloc(2 * ways * sizeof *tags, 0);
     if (!longs || !tags) {
         free(longs);
         free(tags);
@@ -398,8 +398,8 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
             size_t ways = ((size_t)cache->long_mask + 1) * 2;
-            cache->longs = malloc(ways * sizeof *cache->longs);
-            cache->long_tags = calloc(ways, sizeof *cache->long_tags);
+            cache->longs = k3_tok_table_alloc(ways * sizeof *cache->longs, -1);
+            cache->long_tags = k3_tok_table_alloc(ways * sizeof *cache->long_tags, 0);
             K3_CHECK(cache->longs && cache->long_tags, "out of memory");
         }
         size_t set = k3_long_set(h, cache->long_mask);

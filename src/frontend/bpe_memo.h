@@ -142,13 +142,15 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
  * 8192, at most 1 MiB: longer pieces are the fewer (long_1m: 16.6k of its 41k distinct
  * pieces of 3..16 bytes have 9..16). At half the sets its misses grew by 0.6% (+97 on
  * long_1m) and its footprint in L2 halved: long_1m ~4% faster (a quarter: +880 misses, no
- * faster). */
+ * faster). Both from k3_tok_table_alloc: a set fills whole cache lines (calloc's blocks
+ * start 16 bytes into a line, so a set spanned two lines, or three), and the tables of 1 MiB
+ * lie on 2 MiB pages (dev VM, long_1m -7%, cjk -3%; they were on 4 KiB pages). */
 static inline void memo_init(struct k3_memo *m, size_t text_bytes)
 {
     size_t sets = (size_t)1 << k3_memo_sets_log2(text_bytes);
     size_t sets16 = sets > 16 ? sets / 2 : 16;
-    m->m8 = calloc(sets * 2 * K3_MEMO_WAYS, sizeof(uint64_t));
-    m->m16 = calloc(sets16 * 4 * K3_MEMO_WAYS, sizeof(uint64_t));
+    m->m8 = k3_tok_table_alloc(sets * 2 * K3_MEMO_WAYS * sizeof(uint64_t), 0);
+    m->m16 = k3_tok_table_alloc(sets16 * 4 * K3_MEMO_WAYS * sizeof(uint64_t), 0);
     K3_CHECK(m->m8 && m->m16, "out of memory");
     m->shift8 = m->shift8_made = 64 - __builtin_ctzll(sets);
     m->shift16 = m->shift16_made = 64 - __builtin_ctzll(sets16);
@@ -172,7 +174,7 @@ static inline int memo_entry_empty(const uint64_t *e, size_t words) { return !e[
 static inline void memo_table_double(uint64_t **tab, int *shift, size_t words)
 {
     size_t sets = (size_t)1 << (64 - *shift), set_words = words * K3_MEMO_WAYS;
-    uint64_t *old = *tab, *grown = calloc(sets * 2 * set_words, sizeof(uint64_t));
+    uint64_t *old = *tab, *grown = k3_tok_table_alloc(sets * 2 * set_words * sizeof(uint64_t), 0);
     if (!grown) return;
     *tab = grown;
     (*shift)--;

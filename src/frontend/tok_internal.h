@@ -385,6 +385,10 @@ int k3_tok_chunks_get(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint6
                       struct k3_tok_ids *out);
 void k3_tok_chunks_put(struct k3_tok_chunks *c, const uint8_t *s, size_t n, uint64_t h,
                        const int32_t *ids, size_t n_ids);
+/* vocab.c: a table probed at random, bytes of it set to fill (fill < 0: left as they come):
+ * on 2 MiB pages from 1 MiB, else starting a 128-byte line pair; free() releases it. NULL
+ * when out of memory. */
+void *k3_tok_table_alloc(size_t bytes, int fill);
 /* tokenizer.c: room for more ids after out->n. */
 void k3_tok_ids_reserve(struct k3_tok_ids *out, size_t more);
 

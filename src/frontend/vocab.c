@@ -220,8 +220,10 @@ out:
 /* The lookup tables are probed at random, megabytes of them: every byte set to fill, and on
  * 2 MiB pages where the kernel has transparent huge pages (madvise mode included), since a
  * probe that misses the TLB costs a page walk on top of the cache miss (the GPU machine's
- * host: long_1m -5%, every input -1..7%). Sizes from 1 MiB; free() releases them. */
-static void *table_alloc(size_t bytes, int fill)
+ * host: long_1m -5%, every input -1..7%). Sizes from 1 MiB; smaller ones start a 128-byte
+ * line pair, so that a table's sets of 64 and 128 bytes (the memos) each fill whole lines.
+ * fill < 0 leaves them as they come. free() releases them. */
+void *k3_tok_table_alloc(size_t bytes, int fill)
 {
     size_t huge = (size_t)2 << 20, r = (bytes + huge - 1) & ~(huge - 1);
     void *p = NULL;
@@ -229,10 +231,10 @@ static void *table_alloc(size_t bytes, int fill)
 #ifdef MADV_HUGEPAGE
         madvise(p, r, MADV_HUGEPAGE);
 #endif
-    } else if (!(p = malloc(r = bytes))) {
+    } else if (posix_memalign(&p, 128, bytes ? bytes : 1)) {
         return NULL;
     }
-    memset(p, fill, r);
+    if (fill >= 0) memset(p, fill, bytes);
     return p;
 }
 
@@ -270,7 +272,7 @@ static int build_pairs(struct k3_tok *t, struct k3_err *err)
 {
     uint32_t n = (uint32_t)t->n_ranks, lmax = (uint32_t)t->max_token_bytes;
     t->pair_mask = pow2_at_least((uint64_t)n * 3 / 2) - 1; /* at most one pair a token */
-    t->pairs = table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
+    t->pairs = k3_tok_table_alloc(sizeof(uint64_t) * ((size_t)t->pair_mask + 1), 0xFF); /* empty */
     /* the ranks by length: by_len[start[L] .. start[L + 1]) */
     uint32_t *start = calloc(lmax + 2, sizeof(uint32_t)), *by_len = malloc(sizeof(uint32_t) * n);
     int32_t *parts = malloc(sizeof(int32_t) * lmax);
@@ -299,7 +301,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
         return k3_err_set(err, "%s: %u ranks; at most %u fit the pair table", path, n,
                           (1u << 20) - K3_TOK_N_SPECIAL - 1);
     t->piece_mask = pow2_at_least((uint64_t)n * 3) - 1;
-    t->pieces = table_alloc(((size_t)t->piece_mask + 1) * sizeof *t->pieces, 0);
+    t->pieces = k3_tok_table_alloc(((size_t)t->piece_mask + 1) * sizeof *t->pieces, 0);
     /* the small tables (1.5 MiB, the ones most probed) share one allocation: one huge page */
     t->bigram_rank_mask = (1u << 10) - 1; /* 8 KiB: about 300 pairs for the Kimi vocabulary */
     size_t sizes[] = {(1u << 20) / 8, K3_PAIR_FILTER_WORDS * 8, 65536 * 4, 128 * 128 * 4,
@@ -307,7 +309,7 @@ static int build_tables(struct k3_tok *t, const char *path, struct k3_err *err)
                       65536 / 8};
     size_t total = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) total += sizes[k];
-    uint8_t *arena = t->tables = table_alloc(total, 0);
+    uint8_t *arena = t->tables = k3_tok_table_alloc(total, 0);
     if (!t->pieces || !arena) return k3_err_set(err, "out of memory");
     t->piece_filter = (uint64_t *)arena, arena += sizes[0];
     t->pair_filter = (uint64_t *)arena, arena += sizes[1];
