@@ -3,8 +3,9 @@
  *
  *   tok_bench MODEL CONFIG THREADS MIN_SECONDS OUT_IDS_DIR FILE...
  * Prints one JSON object per file: {"file", "bytes", "tokens", "st_s", "mt_s", "st_min_s",
- * "mt_min_s", "st_warm_s", "mt_warm_s", "threads", "mt_ids_equal"}, latencies the median (and
- * the best) over repetitions that last at least MIN_SECONDS in total (and at least 3). st_s
+ * "mt_min_s", "st_warm_s", "mt_warm_s", "threads", "mt_ids_equal", "anon_huge_kb"}, latencies
+ * the median (and the best) over repetitions that last at least MIN_SECONDS in total (and at
+ * least 3), anon_huge_kb the process's memory on 2 MiB pages at the end (tok_tool.h). st_s
  * and mt_s are calls on new text (the memos the tokenizer keeps between calls emptied before
  * each); the *_warm_s ones follow a call on the same text (a re-sent prompt). Ids:
  * OUT_IDS_DIR/<index>.ids, int32 little-endian. */
@@ -79,9 +80,9 @@ int main(int argc, char **argv)
         fclose(o);
         printf("{\"file\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"st_s\": %.9f, \"mt_s\": %.9f, "
                "\"st_min_s\": %.9f, \"mt_min_s\": %.9f, \"st_warm_s\": %.9f, \"mt_warm_s\": %.9f, "
-               "\"threads\": %d, \"mt_ids_equal\": %s}\n",
+               "\"threads\": %d, \"mt_ids_equal\": %s, \"anon_huge_kb\": %ld}\n",
                argv[i], len, ids.n, st, mt, st_best, mt_best, st_warm, mt_warm, pool.n_threads,
-               same ? "true" : "false");
+               same ? "true" : "false", tok_tool_huge_kb());
         fflush(stdout);
         k3_tok_ids_free(&ids);
         k3_tok_ids_free(&ids_mt);

@@ -51,4 +51,19 @@ static inline int tok_tool_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The process's anonymous memory on transparent huge pages, in kB (AnonHugePages of
+ * /proc/self/smaps_rollup), or -1 where that is not there: whether the tokenizer's tables got
+ * the 2 MiB pages they ask for (k3_tok_table_alloc), which a process cannot choose. */
+static inline long tok_tool_huge_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
 #endif
