@@ -31,9 +31,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_pieces MODEL CONFIG FILE\n");
         return 2;
     }
-    struct k3_tok *tok = tok_tool_load("tok_pieces", argv[1], argv[2]);
+    struct k3_tok *tok;
     size_t len;
-    char *text = tok ? tok_tool_read("tok_pieces", argv[3], &len) : NULL;
+    char *text = tok_tool_open("tok_pieces", argv, &tok, &len);
     if (!text) return 1;
     const uint8_t *s = (const uint8_t *)text;
     size_t mask = 1;

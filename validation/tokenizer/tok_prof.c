@@ -48,10 +48,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_prof MODEL CONFIG FILE SECONDS OUT [US] [warm]\n");
         return 2;
     }
-    struct k3_tok *tok = tok_tool_load("tok_prof", argv[1], argv[2]);
-    if (!tok) return 1;
+    struct k3_tok *tok;
     size_t len;
-    char *text = tok_tool_read("tok_prof", argv[3], &len);
+    char *text = tok_tool_open("tok_prof", argv, &tok, &len);
     if (!text) return 1;
 
     struct sigaction sa;

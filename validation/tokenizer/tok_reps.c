@@ -14,9 +14,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_reps MODEL CONFIG FILE REPS\n");
         return 2;
     }
-    struct k3_tok *tok = tok_tool_load("tok_reps", argv[1], argv[2]);
+    struct k3_tok *tok;
     size_t len;
-    char *text = tok ? tok_tool_read("tok_reps", argv[3], &len) : NULL;
+    char *text = tok_tool_open("tok_reps", argv, &tok, &len);
     if (!text) return 1;
     for (int r = 0; r < atoi(argv[4]); r++) {
         struct k3_tok_ids ids = {0};

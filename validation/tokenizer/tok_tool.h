@@ -1,6 +1,7 @@
-/* tok_tool.h - what the tokenizer's timing programs share (tok_bench, tok_ab, tok_prof): the
- * tokenizer loaded (tok_bench, tok_prof; tok_ab loads each build's own), the input file read
- * whole, and the ordering of timings for qsort. Their clock is core/clock.h's k3_now_s. */
+/* tok_tool.h - what the tokenizer's measuring programs share (tok_bench, tok_ab, tok_prof,
+ * tok_reps, tok_pieces): the tokenizer loaded (tok_ab loads each build's own), the input file
+ * read whole, both from the MODEL CONFIG FILE arguments most of them start with, and the
+ * ordering of timings for qsort. Their clock is core/clock.h's k3_now_s. */
 #ifndef K3_VALIDATION_TOK_TOOL_H
 #define K3_VALIDATION_TOK_TOOL_H
 
@@ -41,6 +42,20 @@ static inline char *tok_tool_read(const char *prog, const char *path, size_t *le
     fclose(f);
     text[n] = 0;
     *len = (size_t)n;
+    return text;
+}
+
+/* The arguments MODEL CONFIG FILE that the tools start with (argv[1..3]): the tokenizer in
+ * *tok and the file's text, its length in *len; NULL (and *tok NULL) after a message naming
+ * prog. The caller frees both. */
+static inline char *tok_tool_open(const char *prog, char **argv, struct k3_tok **tok, size_t *len)
+{
+    *tok = tok_tool_load(prog, argv[1], argv[2]);
+    char *text = *tok ? tok_tool_read(prog, argv[3], len) : NULL;
+    if (*tok && !text) {
+        k3_tok_free(*tok);
+        *tok = NULL;
+    }
     return text;
 }
 
