@@ -246,18 +246,28 @@ void k3_bpe_cache_clear(struct k3_bpe_cache *c)
     c->over8 = c->over16 = c->over_long = 0;
 }
 
+/* The long-piece table's entries (left as they come: a way is empty by its tag) and tags
+ * (empty) for `ways` ways: 1, or 0 with neither when the memory is not there. */
+static int long_alloc(size_t ways, struct k3_long_cache_entry **longs, uint32_t **tags)
+{
+    *longs = k3_tok_table_alloc(ways * sizeof **longs, -1);
+    *tags = k3_tok_table_alloc(ways * sizeof **tags, 0);
+    if (*longs && *tags) return 1;
+    free(*longs);
+    free(*tags);
+    *longs = NULL;
+    *tags = NULL;
+    return 0;
+}
+
 /* The long-piece table with twice the sets, holding what it held (a set's two ways go to the
  * two sets its index becomes with one more hash bit); unchanged when the memory is not there. */
 static void long_double(const struct k3_tok *t, struct k3_bpe_cache *c)
 {
     size_t ways = ((size_t)c->long_mask + 1) * 2;
-    struct k3_long_cache_entry *longs = k3_tok_table_alloc(2 * ways * sizeof *longs, -1);
-    uint32_t *tags = k3_tok_table_alloc(2 * ways * sizeof *tags, 0);
-    if (!longs || !tags) {
-        free(longs);
-        free(tags);
-        return;
-    }
+    struct k3_long_cache_entry *longs;
+    uint32_t *tags;
+    if (!long_alloc(2 * ways, &longs, &tags)) return;
     uint32_t mask = c->long_mask * 2 + 1;
     for (size_t i = 0; i < ways; i++) {
         if (!c->long_tags[i]) continue;
@@ -398,9 +408,7 @@ static size_t piece_slow(const struct k3_tok *t, const uint8_t *s, size_t n, siz
     if (n > K3_MEMO_BYTES) { /* two ways; a new entry replaces an empty way, else one by hash */
         if (!cache->longs) {
             size_t ways = ((size_t)cache->long_mask + 1) * 2;
-            cache->longs = k3_tok_table_alloc(ways * sizeof *cache->longs, -1);
-            cache->long_tags = k3_tok_table_alloc(ways * sizeof *cache->long_tags, 0);
-            K3_CHECK(cache->longs && cache->long_tags, "out of memory");
+            K3_CHECK(long_alloc(ways, &cache->longs, &cache->long_tags), "out of memory");
         }
         size_t set = k3_long_set(h, cache->long_mask);
         uint32_t tag = (uint32_t)(h >> 40) << 8 | (uint32_t)n, *tags = cache->long_tags + set;
