@@ -10,8 +10,10 @@ Each competitor runs in a fresh process per (thread count, input) (the Rust ones
 RAYON_NUM_THREADS at start; one-thread runs are also pinned to one core), is loaded before
 timing and timed on the whole text per call: "cold" is its first call on the text (after one
 call on unrelated base64/digit text, so lazy initialisation is not counted), "warm" the median of
-later calls on the same text (caches full). k3 runs in one process (tok_bench) with an
-explicit pool; it keeps memos of pieces between calls (like the competitors' caches), so its
+later calls on the same text (caches full). k3 runs in tok_bench: its one-thread figures from
+a process pinned to the same core as the competitors' one-thread runs, its all-core ones from a
+second, unpinned process with an explicit pool; it keeps memos of pieces between calls (like
+the competitors' caches), so its
 "cold" is the median of calls each made after k3_tok_forget emptied them, and its "warm" the
 median of calls that follow a call on the same text. Inputs (built at run time from
 corpus.py's real text, never repeated unless the name says so): prose, code, cjk, mixed,
@@ -20,6 +22,7 @@ block (some tokenizers cache pieces). tiktoken is timed as Encoding.encode_ordin
 wrapper walk: the tougher baseline); k3 and the others are timed doing the full Kimi
 encode, cuts included where they implement them."""
 import argparse
+import array
 import json
 import os
 import statistics
@@ -235,20 +238,28 @@ def main():
     results = {}  # (tokenizer, threads) -> {input: seconds}
     errors, parity = {}, {}
 
-    # k3: one process does both thread counts (its pool is explicit).
-    cmd = [args.tok_bench, args.model, args.config, str(args.threads), str(args.min_seconds), out] + \
-          [os.path.join(inp, n) for n in names]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
-    for line, n in zip(p.stdout.strip().split("\n"), names):
-        d = json.loads(line)
-        # cold: each call after k3_tok_forget; warm: after a call on the same text; medians.
-        results.setdefault(("k3", 1), {})[n] = {"cold_s": d["st_s"], "warm_s": d["st_warm_s"]}
-        results.setdefault(("k3", args.threads), {})[n] = {"cold_s": d["mt_s"], "warm_s": d["mt_warm_s"]}
-        with open(os.path.join(out, f"{names.index(n)}.ids"), "rb") as f:
-            import array
-            a = array.array("i")
-            a.frombytes(f.read())
-        parity.setdefault("k3", {})[n] = list(a) == ref[n] and d["mt_ids_equal"]
+    # k3: the one-thread figures from a process on core 0, where every competitor's one-thread
+    # run is (an unpinned process may move between cores and leave its memos behind: about
+    # 1.3-1.7x slower on the GPU machine's host, run 14), the all-core ones from a second process
+    # with its pool; cold: each call after k3_tok_forget; warm: after a call on the same text;
+    # medians. Both processes' ids are checked.
+    for threads in sorted({1, args.threads}):
+        d_ids = os.path.join(out, f"k3.{threads}")
+        os.makedirs(d_ids)
+        cmd = [args.tok_bench, args.model, args.config, str(threads), str(args.min_seconds), d_ids] + \
+              [os.path.join(inp, n) for n in names]
+        if threads == 1:
+            cmd = ["taskset", "-c", "0"] + cmd
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+        for line, n in zip(p.stdout.strip().split("\n"), names):
+            d = json.loads(line)
+            key = "st" if threads == 1 else "mt"
+            results.setdefault(("k3", threads), {})[n] = {"cold_s": d[key + "_s"], "warm_s": d[key + "_warm_s"]}
+            with open(os.path.join(d_ids, f"{names.index(n)}.ids"), "rb") as f:
+                a = array.array("i")
+                a.frombytes(f.read())
+            ok = list(a) == ref[n] and d["mt_ids_equal"]
+            parity.setdefault("k3", {})[n] = parity.get("k3", {}).get(n, True) and ok
     for name in [x for x in args.only.split(",") if x and x != "k3"]:
         for threads in sorted({1, args.threads}):
             if name == "tiktoken" and threads != 1:
