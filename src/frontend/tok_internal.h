@@ -418,6 +418,15 @@ static inline void k3_tok_pair_prefetch(const struct k3_tok *t, uint32_t a, uint
     K3_PREFETCH(&t->pairs[k3_tok_pair_slot(t, hm)]);
 }
 
+/* The whole-token lookup of a piece of hash h (k3_tok_piece_rank_h): its filter word and first
+ * slot, touched early. */
+static inline void k3_tok_piece_prefetch(const struct k3_tok *t, uint64_t h)
+{
+    uint32_t bit = k3_tok_piece_filter_bit(h);
+    K3_PREFETCH(&t->piece_filter[bit >> 6]);
+    K3_PREFETCH(&t->pieces[(uint32_t)(h >> 32) & t->piece_mask]);
+}
+
 /* pretok.c: end of the pre-tokenizer piece that starts at s[p], in the text s[0..n). */
 size_t k3_pretok_next(const uint8_t *s, size_t p, size_t n);
 /* The ends of up to max pieces from s[p] (fewer only at n); returns their count. Builds of
@@ -489,13 +498,15 @@ uint64_t k3_bpe_char_info(const struct k3_tok *t, const uint8_t *s, size_t n);
 size_t k3_bpe_merge_linear(const struct k3_tok *t, uint32_t *tok, uint32_t *rk, size_t m, int32_t *out);
 size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n, int32_t *out);
 size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* any n; out: room for n */
-size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t *out); /* s all ASCII, n >= 1 */
-/* A piece's whole-token lookup, made later (k3_bpe_chars): its first word, its hash
- * (k3_piece_hash) and the bytes readable at it. */
+/* A piece's whole-token lookup, made later (k3_bpe_ascii, k3_bpe_chars): its first word, its
+ * hash (k3_piece_hash) and the bytes readable at it. */
 struct k3_piece_key {
     uint64_t w0, h;
     size_t avail;
 };
+/* s all ASCII, n >= 1; whole: its key, or NULL when it is longer than any token */
+size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, const struct k3_piece_key *whole,
+                    int32_t *out);
 size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_t *s, size_t n,
                     int valid, const struct k3_piece_key *whole, int32_t *out);
 /* The plain O(n^2) merge, kept as the reference the fast paths are tested against. */
