@@ -20,7 +20,10 @@ corpus.py's real text, never repeated unless the name says so): prose, code, cjk
 and long prompts of 10K, 200K and 1M Kimi tokens, plus 1M built from one repeated 200 KB
 block (some tokenizers cache pieces). tiktoken is timed as Encoding.encode_ordinary (no
 wrapper walk: the tougher baseline); k3 and the others are timed doing the full Kimi
-encode, cuts included where they implement them."""
+encode, cuts included where they implement them. No one is timed freeing its result (a
+Python list of a million ints takes tiktoken ~5% of its call to free; until session 20 the
+warm calls' timing included it). With --k3-lib the floor is also measured with both
+tokenizers in one process, their calls interleaved (floor_pairs.py)."""
 import argparse
 import array
 import json
@@ -108,10 +111,12 @@ def worker(args):
     with open(os.path.join(args.out, f"{args.worker}.{args.threads}.{args.input}.ids"), "w") as f:
         json.dump(ids_of(r), f)
     times, total = [], 0.0
+    del r
     while len(times) < 3 or (total < args.min_seconds and len(times) < 200):
         t0 = time.perf_counter()
-        encode(tok, text)
+        r = encode(tok, text)
         dt = time.perf_counter() - t0
+        del r  # freeing the result (a million Python ints) is the caller's time, not the tokenizer's
         times.append(dt)
         total += dt
     out["cold_s"] = cold
@@ -198,6 +203,10 @@ def main():
     ap.add_argument("--floor-rounds", type=int, default=5,
                     help="paired rounds of the acceptance floor (long_1m, one thread: k3 then "
                          "tiktoken back to back, each round's ratio); 0 skips them")
+    ap.add_argument("--k3-lib", help="k3's tokenizer as a shared library (tok_so.sh): the floor also "
+                    "with both tokenizers in one process, calls interleaved (floor_pairs.py)")
+    ap.add_argument("--floor-pairs", type=int, default=24,
+                    help="pairs of interleaved calls for floor_pairs.py (with --k3-lib); 0 skips them")
     ap.add_argument("--prebuilt", help="a directory of NAME.txt inputs made by --save-inputs")
     ap.add_argument("--save-inputs", help="build the inputs into this directory and stop")
     ap.add_argument("--worker")
@@ -327,6 +336,11 @@ def main():
             for n in names))
     if args.floor_rounds and "long_1m.txt" in names and ("tiktoken", 1) in results:
         floor_rounds(args, inp, out)
+    if args.k3_lib and args.floor_pairs and "long_1m.txt" in names:
+        p = subprocess.run(["taskset", "-c", "0", sys.executable, os.path.join(HERE, "floor_pairs.py"),
+                            "--lib", args.k3_lib, "--data", args.data, "--text", os.path.join(inp, "long_1m.txt"),
+                            "--pairs", str(args.floor_pairs)], stdout=subprocess.PIPE, text=True, check=True)
+        print(p.stdout, end="", flush=True)
     print("# ids==ref for tiktoken: encode_ordinary alone lacks the wrapper's cuts, so it differs "
           "wherever a cut falls (runs of more than 25,000 characters, e.g. CJK without spaces)")
     for name, e in errors.items():
