@@ -20,9 +20,9 @@ corpus.py's real text, never repeated unless the name says so): prose, code, cjk
 and long prompts of 10K, 200K and 1M Kimi tokens, plus 1M built from one repeated 200 KB
 block (some tokenizers cache pieces). tiktoken is timed as Encoding.encode_ordinary (no
 wrapper walk: the tougher baseline); k3 and the others are timed doing the full Kimi
-encode, cuts included where they implement them. No one is timed freeing its result (a
-Python list of a million ints takes tiktoken ~5% of its call to free; until session 20 the
-warm calls' timing included it). With --k3-lib the floor is also measured with both
+encode, cuts included where they implement them. No one is timed freeing its result
+(tiktoken's list of a million ints: about 2% of its call, 11-24 ms of 0.7-1.4 s on the busy
+dev VM; until session 20 the warm calls' timing included it). With --k3-lib the floor is also measured with both
 tokenizers in one process, their calls interleaved (floor_pairs.py)."""
 import argparse
 import array
