@@ -90,14 +90,7 @@ size_t k3_bpe_bytes(const struct k3_tok *t, const uint8_t *s, size_t n, int32_t 
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, const struct k3_piece_key *whole,
                     int32_t *out)
 {
-    if (n > 64) {
-        uint32_t r = whole ? k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h) : K3_TOK_NONE;
-        if (r != K3_TOK_NONE) {
-            out[0] = (int32_t)r;
-            return 1;
-        }
-        return k3_bpe_bytes(t, s, n, out);
-    }
+    if (n > 64) return k3_bpe_whole_token(t, s, n, whole, out) ? 1 : k3_bpe_bytes(t, s, n, out);
     /* pr[i]: rank of the pair s[i] s[i+1]; sp[i]: ascii_span at the boundary before s[i] */
     uint32_t pr[65], sp[66], tok[64], rk[64];
     sp[0] = sp[n] = sp[n + 1] = K3_TOK_NONE;
@@ -125,13 +118,7 @@ size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, const st
     }
     /* the whole-token lookup (its lines touched in bpe_uncached) after the pair fetches, so
      * that its miss and theirs overlap */
-    if (whole) {
-        uint32_t r = k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h);
-        if (r != K3_TOK_NONE) {
-            out[0] = (int32_t)r;
-            return 1;
-        }
-    }
+    if (k3_bpe_whole_token(t, s, n, whole, out)) return 1;
     if (m > K3_MERGE_LINEAR_MAX) return k3_bpe_merge_heap(t, tok, m, out);
     for (uint64_t b = near; b; b &= b - 1) {
         size_t k = (size_t)__builtin_ctzll(b);
@@ -409,14 +396,7 @@ static size_t bpe_uncached(const struct k3_tok *t, struct k3_bpe_cache *c, const
             if (s[i] >= 0x80) return k3_bpe_chars(t, c, s, n, valid, fits ? &key : NULL, out);
         return k3_bpe_ascii(t, s, n, fits ? &key : NULL, out);
     }
-    if (fits) {
-        uint32_t r = k3_tok_piece_rank_h(t, s, n, avail, w0, h);
-        if (r != K3_TOK_NONE) {
-            out[0] = (int32_t)r;
-            return 1;
-        }
-    }
-    return k3_bpe_bytes(t, s, n, out);
+    return k3_bpe_whole_token(t, s, n, fits ? &key : NULL, out) ? 1 : k3_bpe_bytes(t, s, n, out);
 }
 
 /* Pieces the memo did not answer: first occurrences, pieces over 16 bytes, and every piece

@@ -196,17 +196,6 @@ static size_t bpe_segment(const struct k3_tok *t, struct k3_bpe_cache *c, const 
     return m;
 }
 
-/* The whole-token lookup of the piece s[0..n) (whole: its key, or NULL when it is longer than
- * any token): 1 with the token in out[0], or 0. */
-static size_t whole_token(const struct k3_tok *t, const uint8_t *s, size_t n,
-                          const struct k3_piece_key *whole, int32_t *out)
-{
-    uint32_t r = whole ? k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h) : K3_TOK_NONE;
-    if (r == K3_TOK_NONE) return 0;
-    out[0] = (int32_t)r;
-    return 1;
-}
-
 /* The merge of a multi-byte piece, its whole-token lookup included (whole: NULL when the
  * piece is longer than any token). A boundary
  * between adjacent characters X|Y that no token spans can never be crossed by a merge (every
@@ -256,7 +245,7 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
         } else {
             int cl = k3_utf8_check(s + i, n - i), dl;
             if (cl <= 0) /* not UTF-8: only tests send that */
-                return whole_token(t, s, n, whole, out) ? 1 : k3_bpe_bytes(t, s, n, out);
+                return k3_bpe_whole_token(t, s, n, whole, out) ? 1 : k3_bpe_bytes(t, s, n, out);
             cp = k3_utf8_decode(s + i, &dl);
             l = (size_t)cl;
         }
@@ -275,7 +264,7 @@ size_t k3_bpe_chars(const struct k3_tok *t, struct k3_bpe_cache *c, const uint8_
         }
         i += len[j];
     }
-    if (j0 == 0) return whole_token(t, s, n, whole, out) ? 1 : bpe_chars_core(t, c, s, n, k, cps, len, out);
+    if (j0 == 0) return k3_bpe_whole_token(t, s, n, whole, out) ? 1 : bpe_chars_core(t, c, s, n, k, cps, len, out);
     return m + bpe_segment(t, c, s + i0, n - i0, n - i0, k - j0, cps + j0, len + j0, out + m);
 }
 

@@ -504,6 +504,16 @@ struct k3_piece_key {
     uint64_t w0, h;
     size_t avail;
 };
+/* The whole-token lookup of the piece s[0..n) (whole: its key, or NULL when it is longer than
+ * any token): 1 with the token in out[0], or 0. */
+static inline size_t k3_bpe_whole_token(const struct k3_tok *t, const uint8_t *s, size_t n,
+                                        const struct k3_piece_key *whole, int32_t *out)
+{
+    uint32_t r = whole ? k3_tok_piece_rank_h(t, s, n, whole->avail, whole->w0, whole->h) : K3_TOK_NONE;
+    if (r == K3_TOK_NONE) return 0;
+    out[0] = (int32_t)r;
+    return 1;
+}
 /* s all ASCII, n >= 1; whole: its key, or NULL when it is longer than any token */
 size_t k3_bpe_ascii(const struct k3_tok *t, const uint8_t *s, size_t n, const struct k3_piece_key *whole,
                     int32_t *out);
