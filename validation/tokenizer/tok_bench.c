@@ -8,7 +8,9 @@
  * least 3), anon_huge_kb the process's memory on 2 MiB pages at the end (tok_tool.h). st_s
  * and mt_s are calls on new text (the memos the tokenizer keeps between calls emptied before
  * each); the *_warm_s ones follow a call on the same text (a re-sent prompt); with THREADS 1 the
- * mt figures are the st ones (one path, timed once). Ids:
+ * mt figures are the st ones (one path, timed once). With TOK_BENCH_POOL_ONLY=1 in the
+ * environment and THREADS above 1 the one-thread figures are not timed (null): bench.py takes
+ * them from its pinned one-thread process. Ids (one-thread, and the pool's compared to them):
  * OUT_IDS_DIR/<index>.ids, int32 little-endian. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "tok_bench: tokenizer loaded in %.3f s\n", k3_now_s() - t0);
     int threads = atoi(argv[3]);
     double min_s = atof(argv[4]);
+    const char *po = getenv("TOK_BENCH_POOL_ONLY");
+    int pool_only = po && !strcmp(po, "1");
     struct k3_pool pool;
     if (k3_pool_init(&pool, threads)) return 1;
     for (int i = 6; i < argc; i++) {
@@ -65,13 +69,16 @@ int main(int argc, char **argv)
         char *text = tok_tool_read("tok_bench", argv[i], &len);
         if (!text) return 1;
         size_t n_tok = 0, n_tok_mt = 0;
-        double st_best, mt_best, best;
+        double mt_best, best;
         /* a pool of one thread takes the one-thread path (k3_tok_encode): its figures are the
          * one-thread ones, not timed twice (bench.py's pinned one-thread process) */
-        int one = pool.n_threads <= 1;
-        double st = time_encode(tok, text, len, NULL, 1, min_s, &n_tok, &st_best);
+        int one = pool.n_threads <= 1, st_timed = one || !pool_only;
+        double st = -1, st_best = -1, st_warm = -1;
+        if (st_timed) {
+            st = time_encode(tok, text, len, NULL, 1, min_s, &n_tok, &st_best);
+            st_warm = time_encode(tok, text, len, NULL, 0, min_s, &n_tok, &best);
+        }
         double mt = one ? (mt_best = st_best, st) : time_encode(tok, text, len, &pool, 1, min_s, &n_tok_mt, &mt_best);
-        double st_warm = time_encode(tok, text, len, NULL, 0, min_s, &n_tok, &best);
         double mt_warm = one ? st_warm : time_encode(tok, text, len, &pool, 0, min_s, &n_tok_mt, &best);
         struct k3_tok_ids ids = {0}, ids_mt = {0};
         k3_tok_encode(tok, text, len, K3_TOK_PLAIN, NULL, &ids);
@@ -82,10 +89,16 @@ int main(int argc, char **argv)
         FILE *o = fopen(path, "wb");
         if (!o || fwrite(ids.ids, 4, ids.n, o) != ids.n) return 1;
         fclose(o);
-        printf("{\"file\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"st_s\": %.9f, \"mt_s\": %.9f, "
-               "\"st_min_s\": %.9f, \"mt_min_s\": %.9f, \"st_warm_s\": %.9f, \"mt_warm_s\": %.9f, "
+        char st_j[3][32];
+        const double st_v[3] = {st, st_best, st_warm};
+        for (int k = 0; k < 3; k++) {
+            if (st_timed) snprintf(st_j[k], sizeof st_j[k], "%.9f", st_v[k]);
+            else snprintf(st_j[k], sizeof st_j[k], "null");
+        }
+        printf("{\"file\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"st_s\": %s, \"mt_s\": %.9f, "
+               "\"st_min_s\": %s, \"mt_min_s\": %.9f, \"st_warm_s\": %s, \"mt_warm_s\": %.9f, "
                "\"threads\": %d, \"mt_ids_equal\": %s, \"anon_huge_kb\": %ld}\n",
-               argv[i], len, ids.n, st, mt, st_best, mt_best, st_warm, mt_warm, pool.n_threads,
+               argv[i], len, ids.n, st_j[0], mt, st_j[1], mt_best, st_j[2], mt_warm, pool.n_threads,
                same ? "true" : "false", tok_tool_huge_kb());
         fflush(stdout);
         k3_tok_ids_free(&ids);
