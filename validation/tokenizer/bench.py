@@ -38,6 +38,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 COMPETITORS = ["tiktoken", "basetenkenizer", "gigatoken", "fastokens", "quicktok"]
+# The long prompts: these real categories in turn, LONG_BLOCK characters of each.
+LONG_PARTS = ("prose_en", "code_c", "zh", "code_py", "ja", "mixed", "ko", "code_js")
+LONG_BLOCK = 2000
 
 
 # ---- worker: one tokenizer, one thread count ---------------------------------------------
@@ -140,14 +143,14 @@ def build_inputs(d, model, config):
         "cjk": real["zh"][:350_000] + real["ja"][:350_000] + real["ko"][:350_000],
         "mixed": real["mixed"][:1_000_000],
     }
-    # The long-prompt pool: every real category, interleaved in 2,000-character blocks.
-    cats = [real[k] for k in ("prose_en", "code_c", "zh", "code_py", "ja", "mixed", "ko", "code_js")]
+    # The long-prompt pool: every real category, interleaved in LONG_BLOCK-character blocks.
+    cats = [real[k] for k in LONG_PARTS]
     blocks, pos = [], [0] * len(cats)
     while any(p < len(c) for p, c in zip(pos, cats)):
         for i, c in enumerate(cats):
             if pos[i] < len(c):
-                blocks.append(c[pos[i]:pos[i] + 2000])
-                pos[i] += 2000
+                blocks.append(c[pos[i]:pos[i] + LONG_BLOCK])
+                pos[i] += LONG_BLOCK
     pool = "".join(blocks)
     ids = enc.encode_ordinary(pool)
     for n, label in ((10_000, "long_10k"), (200_000, "long_200k"), (1_000_000, "long_1m")):

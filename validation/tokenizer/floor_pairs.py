@@ -5,14 +5,18 @@ meets the same state of a shared machine (bench.py's rounds time each side in it
 seconds apart, and a host whose L3 is taken by neighbours for a few seconds moves one side of a
 round and not the other).
 
-    floor_pairs.py --lib K3.so --data ../shared/data --text long_1m.txt [--pairs 24]
+    floor_pairs.py --lib K3.so --data ../shared/data --text long_1m.txt [--pairs 24] [--parts]
 
 K3.so: the tokenizer as a shared library (tok_so.sh). Run it pinned to one core (taskset -c 0).
 Each pair times one k3 call on new text (its kept memos emptied first, untimed: k3_tok_forget)
 and one tiktoken call (Encoding.encode_ordinary, the same baseline as bench.py), in turns
 k3-first and tiktoken-first; neither is charged for freeing its result. k3's ids are checked
 against the reference (tiktoken behind the Kimi wrapper's cuts, kimi_ref.py) first. Prints
-each pair's ratio, their median and range, and how many pairs reach 10x."""
+each pair's ratio, their median and range, and how many pairs reach 10x.
+
+--parts: then the same for each of the long input's categories alone (bench.py builds it from
+LONG_BLOCK characters of each of LONG_PARTS in turn; part k is blocks k, k + 8, ...): where in
+the floor's input k3 is furthest from tiktoken (run 107). Each part's ids are checked too."""
 import argparse
 import ctypes
 import os
@@ -63,6 +67,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--text", required=True, help="the input file (bench.py --save-inputs writes long_1m.txt)")
     ap.add_argument("--pairs", type=int, default=24)
+    ap.add_argument("--parts", action="store_true", help="also each category of the long input alone")
     args = ap.parse_args()
     import corpus
     import kimi_ref
@@ -98,7 +103,49 @@ def main():
         print(f"#   pair {i + 1}: k3 {t_k3 * 1e3:.2f} ms, tiktoken {t_tt * 1e3:.2f} ms: {t_tt / t_k3:.1f}x", flush=True)
     print(f"# floor, interleaved: median {statistics.median(ratios):.1f}x (range {min(ratios):.1f}x .. "
           f"{max(ratios):.1f}x); {sum(r >= 10 for r in ratios)} of {len(ratios)} pairs at 10x or more")
+    if args.parts:
+        parts(k3, enc, kimi_ref, text, max(3, args.pairs // 2))
     return 0
+
+
+def pairs_of(k3, enc, text, data, n):
+    """Medians of n interleaved pairs: (k3 seconds, tiktoken seconds, ratio)."""
+    ks, ts, rs = [], [], []
+    for i in range(n):
+        for side in (("k3", "tt") if i % 2 == 0 else ("tt", "k3")):
+            if side == "k3":
+                t_k3, _ = k3.encode(data)
+            else:
+                t0 = time.perf_counter()
+                r = enc.encode_ordinary(text)
+                t_tt = time.perf_counter() - t0
+                del r
+        ks.append(t_k3)
+        ts.append(t_tt)
+        rs.append(t_tt / t_k3)
+    return statistics.median(ks), statistics.median(ts), statistics.median(rs)
+
+
+def parts(k3, enc, kimi_ref, text, n):
+    """The long input's categories alone, n interleaved pairs each."""
+    from bench import LONG_BLOCK, LONG_PARTS
+    k = len(LONG_PARTS)
+    print(f"# the parts: blocks of {LONG_BLOCK} characters in turn, {n} pairs each; a part's k3 time is "
+          f"its share of the sum of the parts'")
+    rows = []
+    for i, name in enumerate(LONG_PARTS):
+        t = "".join(text[b:b + LONG_BLOCK] for b in range(i * LONG_BLOCK, len(text), k * LONG_BLOCK))
+        if not t:  # a text shorter than the parts
+            continue
+        d = t.encode("utf-8")
+        _, ids = k3.encode(d, keep=True)
+        if ids != kimi_ref.encode(enc, t, allow_special=False):
+            sys.exit(f"floor_pairs.py: k3's ids differ from the reference on part {name}")
+        rows.append((name, len(d), len(ids)) + pairs_of(k3, enc, t, d, n))
+    total = sum(r[3] for r in rows)
+    for name, nb, ni, tk, tt, r in rows:
+        print(f"#   {name:9s} {nb / 1e6:5.2f} MB {ni:7d} ids: k3 {tk * 1e3:6.2f} ms ({tk / max(ni, 1) * 1e9:5.1f} ns an id, "
+              f"{tk / total:4.0%}), tiktoken {tt * 1e3:7.2f} ms ({tt / max(ni, 1) * 1e9:5.1f} ns an id): {r:.1f}x")
 
 
 if __name__ == "__main__":
