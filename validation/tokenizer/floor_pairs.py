@@ -90,15 +90,7 @@ def main():
     ratios = []
     print(f"# floor, interleaved: {os.path.basename(args.text)}, {len(data) / 1e6:.2f} MB, {len(ref)} ids; "
           f"{args.pairs} pairs of one k3 call (new text) and one tiktoken call in one process")
-    for i in range(args.pairs):
-        for side in (("k3", "tt") if i % 2 == 0 else ("tt", "k3")):
-            if side == "k3":
-                t_k3, _ = k3.encode(data)
-            else:
-                t0 = time.perf_counter()
-                r = enc.encode_ordinary(text)
-                t_tt = time.perf_counter() - t0
-                del r
+    for i, (t_k3, t_tt) in enumerate(timed_pairs(k3, enc, text, data, args.pairs)):
         ratios.append(t_tt / t_k3)
         print(f"#   pair {i + 1}: k3 {t_k3 * 1e3:.2f} ms, tiktoken {t_tt * 1e3:.2f} ms: {t_tt / t_k3:.1f}x", flush=True)
     print(f"# floor, interleaved: median {statistics.median(ratios):.1f}x (range {min(ratios):.1f}x .. "
@@ -108,9 +100,9 @@ def main():
     return 0
 
 
-def pairs_of(k3, enc, text, data, n):
-    """Medians of n interleaved pairs: (k3 seconds, tiktoken seconds, ratio)."""
-    ks, ts, rs = [], [], []
+def timed_pairs(k3, enc, text, data, n):
+    """n pairs of one k3 call (new text) and one tiktoken call, k3 first in even pairs and
+    tiktoken first in odd ones: each pair's (k3 seconds, tiktoken seconds)."""
     for i in range(n):
         for side in (("k3", "tt") if i % 2 == 0 else ("tt", "k3")):
             if side == "k3":
@@ -120,10 +112,14 @@ def pairs_of(k3, enc, text, data, n):
                 r = enc.encode_ordinary(text)
                 t_tt = time.perf_counter() - t0
                 del r
-        ks.append(t_k3)
-        ts.append(t_tt)
-        rs.append(t_tt / t_k3)
-    return statistics.median(ks), statistics.median(ts), statistics.median(rs)
+        yield t_k3, t_tt
+
+
+def pairs_of(k3, enc, text, data, n):
+    """Medians of n interleaved pairs: (k3 seconds, tiktoken seconds, ratio)."""
+    ts = list(timed_pairs(k3, enc, text, data, n))
+    return (statistics.median(a for a, _ in ts), statistics.median(b for _, b in ts),
+            statistics.median(b / a for a, b in ts))
 
 
 def parts(k3, enc, kimi_ref, text, n):
