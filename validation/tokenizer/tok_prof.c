@@ -7,7 +7,8 @@
  *   tok_prof MODEL CONFIG FILE SECONDS OUT [US (default 200)] [warm]
  *
  * Every call is on new text (the tokenizer's kept memos emptied before it, outside the
- * sampling), unless "warm": then later calls find the pieces of earlier ones.
+ * sampling), unless "warm": then later calls find the pieces of earlier ones in the memos
+ * (no kept chunks, so that every piece is a memo hit rather than a chunk's copy).
  *
  * Sampling costs a signal per interrupt: at 200 us the encode runs a few percent slower. */
 #include <signal.h>
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
     }
     long us = argc > 6 ? atol(argv[6]) : 200;
     int warm = argc > 7 && !strcmp(argv[7], "warm");
+    if (warm) k3_tok_chunk_budget(tok, 0);
     struct itimerspec its = {{us / 1000000, us % 1000000 * 1000}, {us / 1000000, us % 1000000 * 1000}};
     timer_settime(timer, 0, &its, NULL);
 
