@@ -1,7 +1,7 @@
 /* mem_latency.c - the latency of a dependent random load over buffers of 16 KiB..128 MiB, on 2 MiB
  * pages where the kernel gives them: what a lookup in a table of that size costs when it
  * misses the caches. The tokenizer's first occurrences are chains of such loads (the
- * vocabulary's 16 MiB of slots, the 4 MiB pair table, the memos), so its time on new text
+ * vocabulary's 16 MiB of slots, the 2 MiB pair table, the memos), so its time on new text
  * follows this machine's (and its neighbours') memory, where tiktoken's does not.
  *
  *   mem_latency [MAX_MIB (default 128)]
