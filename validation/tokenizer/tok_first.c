@@ -1,0 +1,123 @@
+/* tok_first.c - what a first occurrence costs, by class: the distinct pieces of a file (the
+ * pre-tokenizer's, k3_pretok_next), each handed to k3_bpe_pieces alone with a memo emptied
+ * before each round, so that every piece is a miss, its merge and its insert, as a call on new
+ * text meets it; ASCII and multi-byte pieces of 3..16 bytes (the memo's) and of 17..48 (the
+ * long-piece table's) apart. A low-noise measure of the merge paths, where a whole call mixes
+ * them with the memo hits and the scanner (README "Session 25").
+ *
+ *   tok_first MODEL CONFIG FILE [ROUNDS (default 20)] [CLASS 0..3 (default all)]
+ *
+ * Prints each class's distinct pieces, their ids and the best round's time a piece. */
+#include <string.h>
+
+#include "core/clock.h"
+#include "frontend/tok_internal.h"
+#include "tok_tool.h"
+
+#define PAD 64 /* readable bytes past each piece, as in a text */
+
+struct piece {
+    size_t off, n;
+};
+
+struct klass {
+    const char *name;
+    struct piece *p;
+    size_t n, cap;
+    uint8_t *bytes;
+    size_t len, bytes_cap;
+};
+
+/* 0: ASCII 3..16 bytes, 1: ASCII 17..48, 2: multi-byte 3..16, 3: multi-byte 17..48; -1 others */
+static int class_of(const uint8_t *s, size_t n)
+{
+    if (n < 3 || n > K3_LONG_CACHE_BYTES) return -1;
+    int mb = 0;
+    for (size_t i = 0; i < n; i++) mb |= s[i] >= 0x80;
+    return (mb ? 2 : 0) + (n > K3_MEMO_BYTES);
+}
+
+/* Adds s[0..n) to k unless seen (a set of 64-bit hashes, open addressing). */
+static int add_distinct(struct klass *k, uint64_t *seen, size_t mask, const uint8_t *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    h |= 1;
+    size_t j = h & mask;
+    while (seen[j] && seen[j] != h) j = (j + 1) & mask;
+    if (seen[j]) return 0;
+    seen[j] = h;
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 1024;
+        k->p = realloc(k->p, k->cap * sizeof *k->p);
+    }
+    while (k->len + n + PAD > k->bytes_cap) {
+        k->bytes_cap = k->bytes_cap ? 2 * k->bytes_cap : 1 << 16;
+        k->bytes = realloc(k->bytes, k->bytes_cap);
+    }
+    if (!k->p || !k->bytes) return -1;
+    memcpy(k->bytes + k->len, s, n);
+    memset(k->bytes + k->len + n, 0, PAD);
+    k->p[k->n++] = (struct piece){k->len, n};
+    k->len += n + PAD;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: tok_first MODEL CONFIG FILE [ROUNDS] [CLASS]\n");
+        return 2;
+    }
+    struct k3_tok *t = tok_tool_load("tok_first", argv[1], argv[2]);
+    size_t len;
+    char *text = t ? tok_tool_read("tok_first", argv[3], &len) : NULL;
+    if (!text) return 1;
+    int rounds = argc > 4 ? atoi(argv[4]) : 20, only = argc > 5 ? atoi(argv[5]) : -1;
+    struct klass k[4] = {{.name = "ASCII 3..16"}, {.name = "ASCII 17..48"}, {.name = "multi-byte 3..16"},
+                         {.name = "multi-byte 17..48"}};
+    size_t mask = ((size_t)1 << 21) - 1;
+    uint64_t *seen = calloc(mask + 1, sizeof *seen);
+    const uint8_t *s = (const uint8_t *)text;
+    for (size_t p = 0; seen && p < len;) {
+        size_t e = k3_pretok_next(s, p, len);
+        int c = class_of(s + p, e - p);
+        if (c >= 0 && add_distinct(&k[c], seen, mask, s + p, e - p)) seen = NULL;
+        p = e;
+    }
+    if (!seen) {
+        fprintf(stderr, "tok_first: out of memory\n");
+        return 1;
+    }
+    struct k3_bpe_cache cache;
+    k3_bpe_cache_init(t, &cache, len);
+    int32_t out[K3_LONG_CACHE_BYTES + 8];
+    for (int c = 0; c < 4; c++) {
+        if ((only >= 0 && c != only) || !k[c].n) continue;
+        double best = 1e30;
+        size_t ids = 0;
+        for (int r = 0; r < rounds; r++) {
+            k3_bpe_cache_clear(&cache);
+            ids = 0;
+            double t0 = k3_now_s();
+            for (size_t i = 0; i < k[c].n; i++) {
+                const uint8_t *q = k[c].bytes + k[c].p[i].off;
+                size_t end = k[c].p[i].n;
+                ids += k3_bpe_pieces(t, q, 0, &end, 1, q + end + PAD, &cache, out);
+            }
+            double dt = k3_now_s() - t0;
+            best = dt < best ? dt : best;
+        }
+        printf("%-18s %7zu distinct %7zu ids: %7.1f ns a piece (best of %d rounds)\n", k[c].name, k[c].n, ids,
+               best / (double)k[c].n * 1e9, rounds);
+    }
+    k3_bpe_cache_free(&cache);
+    for (int c = 0; c < 4; c++) {
+        free(k[c].p);
+        free(k[c].bytes);
+    }
+    free(seen);
+    free(text);
+    k3_tok_free(t);
+    return 0;
+}
