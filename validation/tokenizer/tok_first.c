@@ -37,12 +37,11 @@ static int class_of(const uint8_t *s, size_t n)
     return (mb ? 2 : 0) + (n > K3_MEMO_BYTES);
 }
 
-/* Adds s[0..n) to k unless seen (a set of 64-bit hashes, open addressing). */
+/* Adds s[0..n) to k unless seen (seen: tok_tool_piece_hash's, open addressing, mask + 1
+ * slots, more than the text has pieces). 1 when added, 0 when seen, -1 out of memory. */
 static int add_distinct(struct klass *k, uint64_t *seen, size_t mask, const uint8_t *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-    h |= 1;
+    uint64_t h = tok_tool_piece_hash(s, n);
     size_t j = h & mask;
     while (seen[j] && seen[j] != h) j = (j + 1) & mask;
     if (seen[j]) return 0;
@@ -60,7 +59,7 @@ static int add_distinct(struct klass *k, uint64_t *seen, size_t mask, const uint
     memset(k->bytes + k->len + n, 0, PAD);
     k->p[k->n++] = (struct piece){k->len, n};
     k->len += n + PAD;
-    return 0;
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -69,20 +68,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: tok_first MODEL CONFIG FILE [ROUNDS] [CLASS]\n");
         return 2;
     }
-    struct k3_tok *t = tok_tool_load("tok_first", argv[1], argv[2]);
+    struct k3_tok *t;
     size_t len;
-    char *text = t ? tok_tool_read("tok_first", argv[3], &len) : NULL;
+    char *text = tok_tool_open("tok_first", argv, &t, &len);
     if (!text) return 1;
     int rounds = argc > 4 ? atoi(argv[4]) : 20, only = argc > 5 ? atoi(argv[5]) : -1;
     struct klass k[4] = {{.name = "ASCII 3..16"}, {.name = "ASCII 17..48"}, {.name = "multi-byte 3..16"},
                          {.name = "multi-byte 17..48"}};
-    size_t mask = ((size_t)1 << 21) - 1;
+    size_t mask = 1;
+    while (mask < len) mask = mask * 2 + 1; /* at least as many slots as bytes: pieces fit */
     uint64_t *seen = calloc(mask + 1, sizeof *seen);
     const uint8_t *s = (const uint8_t *)text;
     for (size_t p = 0; seen && p < len;) {
         size_t e = k3_pretok_next(s, p, len);
         int c = class_of(s + p, e - p);
-        if (c >= 0 && add_distinct(&k[c], seen, mask, s + p, e - p)) seen = NULL;
+        if (c >= 0 && add_distinct(&k[c], seen, mask, s + p, e - p) < 0) {
+            free(seen);
+            seen = NULL;
+        }
         p = e;
     }
     if (!seen) {

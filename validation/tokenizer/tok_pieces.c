@@ -18,13 +18,6 @@ struct piece {
     uint32_t ids;
 };
 
-static uint64_t piece_hash(const uint8_t *s, size_t n)
-{
-    uint64_t h = 0xCBF29CE484222325ull ^ n;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull;
-    return h | 1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -47,7 +40,7 @@ int main(int argc, char **argv)
     size_t pieces = 0, distinct = 0;
     for (size_t p = 0; p < len; pieces++) {
         size_t e = k3_pretok_next(s, p, len), n = e - p;
-        uint64_t h = piece_hash(s + p, n); /* 64 bits: a collision would merge two counts */
+        uint64_t h = tok_tool_piece_hash(s + p, n); /* 64 bits: a collision would merge two counts */
         size_t i = h & mask;
         while (tab[i].hash && tab[i].hash != h) i = (i + 1) & mask;
         if (!tab[i].hash) {

@@ -5,6 +5,7 @@
 #ifndef K3_VALIDATION_TOK_TOOL_H
 #define K3_VALIDATION_TOK_TOOL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -57,6 +58,15 @@ static inline char *tok_tool_open(const char *prog, char **argv, struct k3_tok *
         *tok = NULL;
     }
     return text;
+}
+
+/* A 64-bit hash of a piece's bytes (FNV-1a, the length folded in), never 0: the key of the
+ * tools' tables of distinct pieces (tok_pieces, tok_first), whose empty slot is 0. */
+static inline uint64_t tok_tool_piece_hash(const uint8_t *s, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull ^ n;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull;
+    return h | 1;
 }
 
 /* qsort's order for doubles, ascending. */
