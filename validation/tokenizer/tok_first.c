@@ -5,12 +5,19 @@
  * long-piece table's) apart. A low-noise measure of the merge paths, where a whole call mixes
  * them with the memo hits and the scanner (README "Session 25").
  *
- *   tok_first MODEL CONFIG FILE [ROUNDS (default 20)] [CLASS 0..3 (default all)]
+ *   tok_first MODEL CONFIG FILE [ROUNDS (default 20)] [CLASS 0..3 or -1 (default all)] [ORDER]
+ *
+ * ORDER: the order the pieces of a class are merged in: text (the default: their first
+ * occurrences' order), vocab (by the vocabulary slot their whole-token lookup reads, so that
+ * those reads walk the slot table from one end to the other), memo (by their memo set) or
+ * random. If a first occurrence waited on its slot's cache miss, vocab would be the fastest
+ * (README "Run 117").
  *
  * Prints each class's distinct pieces, their ids and the best round's time a piece. */
 #include <string.h>
 
 #include "core/clock.h"
+#include "frontend/bpe_memo.h"
 #include "frontend/tok_internal.h"
 #include "tok_tool.h"
 
@@ -27,6 +34,57 @@ struct klass {
     uint8_t *bytes;
     size_t len, bytes_cap;
 };
+
+/* A piece's place in the order, for sorting. */
+struct keyed {
+    uint64_t key;
+    size_t i;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct keyed *)a)->key, y = ((const struct keyed *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* k's pieces in the order `order` names (see the header); 0, or -1 on a bad name or no
+ * memory. */
+static int reorder(const struct k3_tok *t, struct klass *k, const char *order)
+{
+    int by = !strcmp(order, "vocab") ? 1 : !strcmp(order, "memo") ? 2 : !strcmp(order, "random") ? 3 : 0;
+    if (!strcmp(order, "text")) return 0;
+    if (!by) return -1;
+    struct keyed *kx = malloc((k->n + 1) * sizeof *kx);
+    struct piece *np = malloc((k->n + 1) * sizeof *np);
+    if (!kx || !np) {
+        free(kx);
+        free(np);
+        return -1;
+    }
+    uint64_t x = 0x9E3779B97F4A7C15ull; /* splitmix64's state, for random */
+    for (size_t i = 0; i < k->n; i++) {
+        const uint8_t *q = k->bytes + k->p[i].off;
+        size_t n = k->p[i].n, avail = n + PAD;
+        uint64_t w0 = k3_tok_word(q, n, avail), key;
+        if (by == 1) {
+            key = k3_tok_piece_hash(t, w0, q, n, avail) >> 32 & t->piece_mask;
+        } else if (by == 2) {
+            key = n <= K3_MEMO_BYTES ? memo_hash(w0, memo_word1(q, n, avail), n) : k3_tok_piece_hash(t, w0, q, n, avail);
+        } else {
+            uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+            z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ z >> 27) * 0x94D049BB133111EBull;
+            key = z ^ z >> 31;
+        }
+        kx[i] = (struct keyed){key, i};
+    }
+    qsort(kx, k->n, sizeof *kx, keyed_cmp);
+    for (size_t i = 0; i < k->n; i++) np[i] = k->p[kx[i].i];
+    free(kx);
+    free(k->p);
+    k->p = np;
+    return 0;
+}
 
 /* 0: ASCII 3..16 bytes, 1: ASCII 17..48, 2: multi-byte 3..16, 3: multi-byte 17..48; -1 others */
 static int class_of(const uint8_t *s, size_t n)
@@ -65,7 +123,7 @@ static int add_distinct(struct klass *k, uint64_t *seen, size_t mask, const uint
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: tok_first MODEL CONFIG FILE [ROUNDS] [CLASS]\n");
+        fprintf(stderr, "usage: tok_first MODEL CONFIG FILE [ROUNDS] [CLASS] [text|vocab|memo|random]\n");
         return 2;
     }
     struct k3_tok *t;
@@ -94,6 +152,12 @@ int main(int argc, char **argv)
     }
     struct k3_bpe_cache cache;
     k3_bpe_cache_init(t, &cache, len);
+    const char *order = argc > 6 ? argv[6] : "text";
+    for (int c = 0; c < 4; c++)
+        if (reorder(t, &k[c], order)) {
+            fprintf(stderr, "tok_first: order %s: not text, vocab, memo or random (or out of memory)\n", order);
+            return 1;
+        }
     int32_t out[K3_LONG_CACHE_BYTES + 8];
     for (int c = 0; c < 4; c++) {
         if ((only >= 0 && c != only) || !k[c].n) continue;
