@@ -15,7 +15,10 @@
  * bounds: builds that skip part of the work on purpose and give other ids (runs 54 and 55).
  * TOK_AB_NO_CHUNKS=1 keeps no chunks (k3_tok_chunk_budget 0), so that warm calls time the
  * memos' hits rather than the kept chunks' copies (run 66). Each switch is on when set to
- * anything but 0. */
+ * anything but 0. TOK_AB_LOAD_FIRST=k loads library k (mod their count) first and the others
+ * after it in turn; lib 0 stays the one the others are timed against. The library loaded first
+ * is the quickest by 1-2% even against an identical copy of itself (run 121), so ab_libs.sh
+ * lets each library come first in as many processes as the others. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,8 +84,12 @@ int main(int argc, char **argv)
     }
     int n_libs = argc - 5, rounds = atoi(argv[4]);
     struct lib libs[MAX_LIBS];
-    for (int i = 0; i < n_libs; i++)
+    const char *first = getenv("TOK_AB_LOAD_FIRST");
+    int k0 = first ? atoi(first) % n_libs : 0;
+    for (int j = 0; j < n_libs; j++) {
+        int i = (k0 + j) % n_libs;
         if (lib_open(&libs[i], argv[5 + i], argv[1], argv[2])) return 1;
+    }
     size_t len;
     char *text = tok_tool_read("tok_ab", argv[3], &len);
     if (!text) return 1;
