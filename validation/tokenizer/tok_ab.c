@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     int n_libs = argc - 5, rounds = atoi(argv[4]);
     struct lib libs[MAX_LIBS];
     const char *first = getenv("TOK_AB_LOAD_FIRST");
-    int k0 = first ? atoi(first) % n_libs : 0;
+    int k0 = first ? (atoi(first) % n_libs + n_libs) % n_libs : 0; /* a negative k too */
     for (int j = 0; j < n_libs; j++) {
         int i = (k0 + j) % n_libs;
         if (lib_open(&libs[i], argv[5 + i], argv[1], argv[2])) return 1;

@@ -9,8 +9,8 @@
  *
  * ORDER: the order the pieces of a class are merged in: text (the default: their first
  * occurrences' order), vocab (by the vocabulary slot their whole-token lookup reads, so that
- * those reads walk the slot table from one end to the other), memo (by their memo set) or
- * random. If a first occurrence waited on its slot's cache miss, vocab would be the fastest
+ * those reads walk the slot table from one end to the other), memo (by their set of the memo
+ * or, over 16 bytes, of the long-piece table) or random. If a first occurrence waited on its slot's cache miss, vocab would be the fastest
  * (README "Run 117").
  *
  * Prints each class's distinct pieces, their ids and the best round's time a piece. */
@@ -47,13 +47,14 @@ static int keyed_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* k's pieces in the order `order` names (see the header); 0, or -1 on a bad name or no
- * memory. */
-static int reorder(const struct k3_tok *t, struct klass *k, const char *order)
+/* The orders (see the header), by their index. */
+static const char *const orders[] = {"text", "vocab", "memo", "random"};
+
+/* k's pieces in order `by` (an index of orders; c: the cache they are merged with, whose
+ * long-piece table's sets the memo order uses); 0, or -1 without the memory. */
+static int reorder(const struct k3_tok *t, const struct k3_bpe_cache *c, struct klass *k, int by)
 {
-    int by = !strcmp(order, "vocab") ? 1 : !strcmp(order, "memo") ? 2 : !strcmp(order, "random") ? 3 : 0;
-    if (!strcmp(order, "text")) return 0;
-    if (!by) return -1;
+    if (by == 0) return 0;
     struct keyed *kx = malloc((k->n + 1) * sizeof *kx);
     struct piece *np = malloc((k->n + 1) * sizeof *np);
     if (!kx || !np) {
@@ -69,7 +70,8 @@ static int reorder(const struct k3_tok *t, struct klass *k, const char *order)
         if (by == 1) {
             key = k3_tok_piece_hash(t, w0, q, n, avail) >> 32 & t->piece_mask;
         } else if (by == 2) {
-            key = n <= K3_MEMO_BYTES ? memo_hash(w0, memo_word1(q, n, avail), n) : k3_tok_piece_hash(t, w0, q, n, avail);
+            key = n <= K3_MEMO_BYTES ? memo_hash(w0, memo_word1(q, n, avail), n)
+                                     : k3_long_set(k3_tok_piece_hash(t, w0, q, n, avail), c->long_mask);
         } else {
             uint64_t z = (x += 0x9E3779B97F4A7C15ull);
             z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9ull;
@@ -152,10 +154,15 @@ int main(int argc, char **argv)
     }
     struct k3_bpe_cache cache;
     k3_bpe_cache_init(t, &cache, len);
-    const char *order = argc > 6 ? argv[6] : "text";
+    int by = 0;
+    while (argc > 6 && by < 4 && strcmp(argv[6], orders[by])) by++;
+    if (by == 4) {
+        fprintf(stderr, "tok_first: order %s: not text, vocab, memo or random\n", argv[6]);
+        return 2;
+    }
     for (int c = 0; c < 4; c++)
-        if (reorder(t, &k[c], order)) {
-            fprintf(stderr, "tok_first: order %s: not text, vocab, memo or random (or out of memory)\n", order);
+        if (reorder(t, &cache, &k[c], by)) {
+            fprintf(stderr, "tok_first: out of memory\n");
             return 1;
         }
     int32_t out[K3_LONG_CACHE_BYTES + 8];
