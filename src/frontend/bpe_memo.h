@@ -27,6 +27,13 @@ static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
  * first word matches no key by the fast test of k3_bpe_pieces ((k0 ^ key) << 2 == 0). */
 #define M8_IN_M16 (1ull << 59)
 #define M8_GET_IN_M16 3 /* memo_get8's answer for such an entry: look in m16 */
+/* A seed (memo_seed, bpe.c): an entry the memo was made with, a token of the vocabulary, not
+ * a piece of the texts it has seen. Bit 60 of an m8 entry's first word (so the fast test of
+ * k3_bpe_pieces misses it and memo_get8 answers it), bit 62 of an m16 entry's third. Its first
+ * hit clears the bit: from then on it is the text's. Pushing a seed out is no sign that the
+ * table is too small, so memo_put does not count it (k3_bpe_cache_grow). */
+#define M8_SEED (1ull << 60)
+#define M16_SEED (1ull << 62)
 static inline uint64_t memo_key8(uint64_t w0, size_t n) { return w0 | (uint64_t)n << 56; }
 
 static inline uint64_t *memo_set8(const struct k3_memo *m, uint64_t h)
@@ -54,19 +61,22 @@ static inline uint64_t memo_word1(const uint8_t *s, size_t n, size_t avail)
 }
 
 /* The piece of m8 key kk in its m8 set: its id count (1 or 2, out[0..2) written),
- * M8_GET_IN_M16 when its entry is in m16, or 0 when the set does not hold it; a hit in a later way swaps with the way
- * before it. */
+ * M8_GET_IN_M16 when its entry is in m16, or 0 when the set does not hold it; a hit in a later
+ * way swaps with the way before it, and a seed becomes the text's. */
 static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
 {
     for (int k = 0; k < K3_MEMO_WAYS; k++) {
         uint64_t k0 = set[2 * k];
-        if (((k0 ^ kk) & ~M8_IN_M16) << 2) continue;
+        if (((k0 ^ kk) & ~(M8_IN_M16 | M8_SEED)) << 2) continue;
         uint64_t k1 = set[2 * k + 1];
+        k0 &= ~M8_SEED;
         if (k) { /* move up one way */
             set[2 * k] = set[2 * k - 2];
             set[2 * k + 1] = set[2 * k - 1];
             set[2 * k - 2] = k0;
             set[2 * k - 1] = k1;
+        } else if (set[0] != k0) {
+            set[0] = k0;
         }
         if (k0 & M8_IN_M16) return M8_GET_IN_M16;
         out[0] = (int32_t)(uint32_t)k1;
@@ -77,12 +87,14 @@ static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
 }
 
 /* The ids of a piece (w0, w1, n) in its m16 set, or 0 when the set does not hold it; out has
- * room for 6 ids. */
+ * room for 6 ids. A hit in a later way swaps with the way before it, and a seed becomes the
+ * text's. */
 static inline size_t memo_get16(uint64_t *set, uint64_t w0, uint64_t w1, size_t n, int32_t *out)
 {
     for (int k = 0; k < K3_MEMO_WAYS; k++) {
         uint64_t *e = set + 4 * k, v0 = e[2];
         if (e[0] != w0 || e[1] != w1 || (v0 & 31) != n) continue;
+        if (v0 & M16_SEED) e[2] = v0 &= ~M16_SEED;
         uint64_t v1 = e[3];
         out[0] = (int32_t)(v0 >> 8 & ID_MASK);
         out[1] = (int32_t)(v0 >> 26 & ID_MASK);
@@ -119,8 +131,8 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
 {
     if (k > 6 || k == 0) return;
     if (n <= 7) {
-        uint64_t *set = memo_set8(m, h);
-        m->evicted8 += set[2 * (K3_MEMO_WAYS - 1)] != 0; /* the last way held a piece */
+        uint64_t *set = memo_set8(m, h), last = set[2 * (K3_MEMO_WAYS - 1)];
+        m->evicted8 += last != 0 && !(last & M8_SEED); /* the last way held a piece */
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
         set[0] = memo_key8(w0, n) | (k <= 2 ? (uint64_t)k << 62 : M8_IN_M16);
         set[1] = k <= 2 ? (uint32_t)ids[0] | (k == 2 ? (uint64_t)(uint32_t)ids[1] << 32 : 0) : 0;
@@ -128,8 +140,8 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
     }
     uint64_t id[6] = {0};
     for (size_t i = 0; i < k; i++) id[i] = (uint64_t)ids[i];
-    uint64_t *set = memo_set16(m, h);
-    m->evicted16 += set[4 * (K3_MEMO_WAYS - 1) + 2] != 0; /* the last way held a piece */
+    uint64_t *set = memo_set16(m, h), last = set[4 * (K3_MEMO_WAYS - 1) + 2];
+    m->evicted16 += last != 0 && !(last & M16_SEED); /* the last way held a piece */
     memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
     set[0] = w0;
     set[1] = w1;

@@ -301,10 +301,17 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
  *        id5 << 36 (up to 6 ids).
  * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). An entry
  * of zeros is empty (length 0 matches no piece). A new entry goes to way 0 and shifts the
- * set; a hit in a later way swaps with the way before it, so hot pieces stay. */
+ * set; a hit in a later way swaps with the way before it, so hot pieces stay. The pieces
+ * memo starts with seeds (bit 60 of k0, bit 62 of v0: bpe_memo.h, M8_SEED), the segments memo
+ * empty. */
 #define K3_MEMO_WAYS 4
 #define K3_MEMO_ID_BITS 18
 #define K3_MEMO_BYTES 16 /* longest piece a memo holds */
+/* The pieces memo is made with the tokens of the lowest ranks (bpe.c, memo_seed): this many
+ * ranks per way of its m8 table (a build may set another, to measure it: README, run 126). */
+#ifndef K3_MEMO_SEED_FACTOR
+#define K3_MEMO_SEED_FACTOR 2
+#endif
 /* The m8 table of a memo for text_bytes has 1 << k3_memo_sets_log2(text_bytes) sets: about one
  * entry per 64 bytes of text, 16 .. 16,384 sets (bpe_memo.h, memo_init). */
 #define K3_MEMO_SETS_LOG2_MIN 4
@@ -468,10 +475,12 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
  * the end of the readable buffer; out has room for ends[m - 1] - p + 4 ids. Returns the count. */
 size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
+/* A cache for a text of text_bytes, its pieces memo seeded (bpe.c, memo_seed). */
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);
-/* Empties a cache's memos and long-piece table, back to the sizes they were made with. */
-void k3_bpe_cache_clear(struct k3_bpe_cache *c);
+/* Empties a cache's memos and long-piece table, back to the sizes they were made with, and
+ * seeds the pieces memo again (t NULL: left empty, as tok_first times first occurrences). */
+void k3_bpe_cache_clear(const struct k3_tok *t, struct k3_bpe_cache *c);
 /* After a call on a kept cache (tokenizer.c, memo_give): each of its piece tables (the
  * pieces memo's m8 and m16, the long-piece table) that the call overflowed, as the call before
  * did, doubles, keeping what it holds, up to K3_MEMO_GROW_MAX doublings; the eviction counts

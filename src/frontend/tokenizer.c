@@ -428,7 +428,7 @@ void k3_tok_forget(const struct k3_tok *t)
         while (atomic_exchange_explicit(&m->busy[i], 1, memory_order_acquire)) sched_yield();
         if (m->used[i]) {
             atomic_fetch_sub_explicit(&m->grown, k3_bpe_cache_grown_bytes(&m->cache[i]), memory_order_relaxed);
-            k3_bpe_cache_clear(&m->cache[i]);
+            k3_bpe_cache_clear(t, &m->cache[i]);
             m->used[i] = 0;
         }
         atomic_store_explicit(&m->busy[i], 0, memory_order_release);

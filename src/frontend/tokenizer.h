@@ -63,12 +63,14 @@ int k3_tok_is_special(const struct k3_tok *tok, int32_t id);
 void k3_tok_encode(const struct k3_tok *tok, const char *text, size_t len, enum k3_tok_mode mode,
                    struct k3_pool *pool, struct k3_tok_ids *out);
 void k3_tok_ids_free(struct k3_tok_ids *ids);
-/* Empties the memos of pieces the tokenizer keeps from call to call (tokenizer.c), and
- * returns the tables that grew to their first size, so that the next call runs as the first
- * did: for measuring calls on new text. The ids never depend on them. Waits for calls that
- * hold one. Only the memos calls took since the last forget are emptied (the others are
- * empty): emptying all of them, megabytes for a process that saw texts of several sizes,
- * pushed the vocabulary's tables out of the caches before each measured call. */
+/* Empties the memos of pieces the tokenizer keeps from call to call (tokenizer.c) of all the
+ * texts seen, back to what a memo is made with (the vocabulary's lowest-rank tokens, which
+ * hold nothing of any text: bpe.c, memo_seed), and returns the tables that grew to their
+ * first size, so that the next call runs as the first did: for measuring calls on new text.
+ * The ids never depend on them. Waits for calls that hold one. Only the memos calls took since
+ * the last forget are emptied (the others are as made): emptying all of them, megabytes for a
+ * process that saw texts of several sizes, pushed the vocabulary's tables out of the caches
+ * before each measured call. */
 void k3_tok_forget(const struct k3_tok *tok);
 /* Long stretches of text the tokenizer has encoded twice are kept with their ids, so that
  * they are found, not encoded, when they come again (a conversation re-sent with its history,

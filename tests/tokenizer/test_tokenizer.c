@@ -802,6 +802,90 @@ static void test_memo_pieces(void)
     free(want);
 }
 
+/* The seeds a pieces memo is made with (bpe.c, memo_seed): every token of the first 1,000 ranks
+ * (of up to 16 bytes) is in a memo made for 1 MiB of text, as the piece of its own bytes with
+ * that one id; a hit makes a seed the text's; a piece put in a set of seeds pushes a seed out
+ * without counting it as an eviction (no growth); and an ASCII text of the seeded tokens'
+ * strings in random order (every piece a token, a seed when the memo is fresh) gives the
+ * reference ids through a fresh cache and a cache whose seeds it then holds as hits. */
+static size_t seeds_in(const struct k3_memo *m)
+{
+    size_t k = 0;
+    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS; e++) k += (m->m8[e * 2] & M8_SEED) != 0;
+    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS; e++) k += (m->m16[e * 4 + 2] & M16_SEED) != 0;
+    return k;
+}
+
+static void test_memo_seeds(void)
+{
+    struct k3_bpe_cache c;
+    k3_bpe_cache_init(tok, &c, 1 << 20);
+    size_t seeds = seeds_in(&c.pieces), want = 0, found = 0, wrong = 0, promoted = 0;
+    for (uint32_t r = 0; r < 1000; r++) {
+        size_t n = tok->off[r + 1] - tok->off[r];
+        if (!n || n > K3_MEMO_BYTES) continue;
+        uint8_t b[16] = {0};
+        memcpy(b, tok->bytes + tok->off[r], n);
+        uint64_t w0, w1;
+        memcpy(&w0, b, 8);
+        memcpy(&w1, b + 8, 8);
+        int32_t out[8];
+        size_t before = seeds_in(&c.pieces);
+        size_t k = memo_get(&c.pieces, w0, w1, n, memo_hash(w0, w1, n), out);
+        want++;
+        found += k == 1;
+        wrong += k && (k != 1 || out[0] != (int32_t)r);
+        promoted += k == 1 && seeds_in(&c.pieces) == before - 1;
+    }
+    size_t ways8 = ((size_t)1 << (64 - c.pieces.shift8)) * K3_MEMO_WAYS;
+    CHECK_MSG(seeds > ways8 * 3 / 4, "a memo for 1 MiB holds %zu seeds, its m8 %zu ways", seeds, ways8);
+    CHECK_MSG(found == want && wrong == 0 && promoted == found,
+              "of %zu tokens of the first 1,000 ranks %zu found, %zu with other ids, %zu seeds made the text's",
+              want, found, wrong, promoted);
+    /* 64 new pieces of 3 bytes (no token: bytes >= 0xF8) into full sets of seeds */
+    uint32_t ev8 = c.pieces.evicted8;
+    for (int i = 0; i < 64; i++) {
+        uint64_t w0 = 0xF8F8F8u + ((uint64_t)i << 16);
+        int32_t ids[3] = {1, 2, 3};
+        memo_put(&c.pieces, w0, 0, 3, memo_hash(w0, 0, 3), ids, 2);
+    }
+    CHECK_MSG(ev8 == 0 && c.pieces.evicted8 == 0, "seeds pushed out counted as evictions: %u, then %u", ev8,
+              c.pieces.evicted8);
+    k3_bpe_cache_free(&c);
+
+    /* the seeded tokens that are ASCII words after a space, as a text */
+    enum { N_PIECES = 30000 };
+    uint32_t words[2000];
+    int n_words = 0;
+    for (uint32_t r = 0; r < 20000 && n_words < 2000; r++) {
+        const uint8_t *b = tok->bytes + tok->off[r];
+        size_t n = tok->off[r + 1] - tok->off[r], a = 1;
+        while (a < n && ((b[a] | 0x20) >= 'a' && (b[a] | 0x20) <= 'z')) a++;
+        if (n >= 3 && n <= 16 && b[0] == ' ' && a == n) words[n_words++] = r;
+    }
+    char *text = malloc((size_t)N_PIECES * 16 + 1);
+    int32_t *ref = malloc(sizeof(int32_t) * N_PIECES);
+    size_t len = 0;
+    for (int i = 0; i < N_PIECES; i++) {
+        uint32_t r = words[rnd() % (uint32_t)n_words];
+        size_t n = tok->off[r + 1] - tok->off[r];
+        memcpy(text + len, tok->bytes + tok->off[r], n);
+        len += n;
+        ref[i] = (int32_t)r;
+    }
+    int bad = 0;
+    for (int call = 0; call < 2; call++) { /* after the forget: seeds; again: hits */
+        if (call == 0) k3_tok_forget(tok);
+        struct k3_tok_ids ids;
+        encode_str(text, len, NULL, &ids);
+        bad += ids.n != N_PIECES || memcmp(ids.ids, ref, sizeof(int32_t) * N_PIECES);
+        k3_tok_ids_free(&ids);
+    }
+    CHECK_MSG(n_words > 1000 && bad == 0, "%d of 2 calls on %d seeded words in random order differ", bad, n_words);
+    free(text);
+    free(ref);
+}
+
 /* The memos the tokenizer keeps between calls (tokenizer.c): calls on texts whose pieces
  * crowd each other out of them, in any order, on one thread or several at once (and a pool's
  * workers), or when every kept memo is taken (the call makes its own), give the ids of calls
@@ -1153,24 +1237,33 @@ static void test_chunks(void)
     free(longer);
 }
 
-/* The entries a kept memo holds: its m8 and m16 ways of pieces and of segments, and its
- * long-piece tags. */
-static size_t memo_entries(const struct k3_bpe_cache *c)
+/* The entries a kept memo holds of the texts it saw: its m8 and m16 ways of pieces and of
+ * segments, and its long-piece tags, seeds left out; *seeds: its seeds. */
+static size_t memo_entries(const struct k3_bpe_cache *c, size_t *seeds)
 {
     size_t k = 0;
     const struct k3_memo *ms[2] = {&c->pieces, &c->segs};
     for (int j = 0; j < 2; j++) {
-        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) k += ms[j]->m8[e * 2] != 0;
-        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) k += ms[j]->m16[e * 4 + 2] != 0;
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) {
+            uint64_t k0 = ms[j]->m8[e * 2];
+            k += k0 != 0 && !(k0 & M8_SEED);
+            *seeds += (k0 & M8_SEED) != 0;
+        }
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) {
+            uint64_t v0 = ms[j]->m16[e * 4 + 2];
+            k += v0 != 0 && !(v0 & M16_SEED);
+            *seeds += (v0 & M16_SEED) != 0;
+        }
     }
     for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) k += c->long_tags[e] != 0;
     return k;
 }
 
 /* k3_tok_forget empties every kept memo a call took since the last one (and only needs to:
- * the others are empty, and emptying megabytes of them pushed the tables out of the caches
+ * the others are as made, and emptying megabytes of them pushed the tables out of the caches
  * before a benchmark's next call). Texts of two sizes (words, CJK and long pieces), then
- * the forget: no kept memo holds an entry; one of the texts again, and the forget: none. */
+ * the forget: no kept memo holds an entry of them, every one holds its seeds again, as many
+ * as when it was made; one of the texts again, and the forget: the same. */
 static void test_forget_empties(void)
 {
     uint8_t w[64];
@@ -1185,7 +1278,7 @@ static void test_forget_empties(void)
             n[t] += l;
         }
     }
-    size_t left[2] = {0, 0};
+    size_t left[2] = {0, 0}, seeds[2] = {0, 0}, fresh_seeds[2] = {0, 0};
     int taken = 0, still_used = 0;
     for (int round = 0; round < 2; round++) {
         for (int t = round; t < 2; t++) { /* both texts, then the large one alone */
@@ -1196,12 +1289,20 @@ static void test_forget_empties(void)
         for (int i = 0; i < K3_TOK_MEMOS; i++) taken += tok->memos->used[i];
         k3_tok_forget(tok);
         for (int i = 0; i < K3_TOK_MEMOS; i++) {
-            if (tok->memos->made[i]) left[round] += memo_entries(&tok->memos->cache[i]);
+            if (!tok->memos->made[i]) continue;
+            left[round] += memo_entries(&tok->memos->cache[i], &seeds[round]);
+            struct k3_bpe_cache fresh; /* one made now for a text of the kept one's size */
+            k3_bpe_cache_init(tok, &fresh, k3_memo_text_bytes(64 - tok->memos->cache[i].pieces.shift8_made));
+            memo_entries(&fresh, &fresh_seeds[round]);
+            k3_bpe_cache_free(&fresh);
             still_used += tok->memos->used[i];
         }
     }
     CHECK_MSG(taken >= 3, "%d kept memos marked taken by 3 calls", taken);
     CHECK_MSG(left[0] == 0 && left[1] == 0, "entries left after k3_tok_forget: %zu, then %zu", left[0], left[1]);
+    CHECK_MSG(seeds[0] > 0 && seeds[0] == fresh_seeds[0] && seeds[1] == fresh_seeds[1],
+              "seeds after k3_tok_forget: %zu (memos made now for those sizes: %zu), then %zu (%zu)", seeds[0],
+              fresh_seeds[0], seeds[1], fresh_seeds[1]);
     CHECK_MSG(still_used == 0, "%d kept memos still marked taken after k3_tok_forget", still_used);
     free(s[0]);
     free(s[1]);
@@ -1437,6 +1538,7 @@ int main(void)
     test_bpe_ascii();
     test_bpe_multibyte();
     test_memo_pieces();
+    test_memo_seeds();
     test_threads();
     k3_tok_chunk_budget(tok, 0); /* the memos' tests: every call encodes */
     test_memo_growth();

@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         double best = 1e30;
         size_t ids = 0;
         for (int r = 0; r < rounds; r++) {
-            k3_bpe_cache_clear(&cache);
+            k3_bpe_cache_clear(NULL, &cache); /* empty: no seeds, every piece a first occurrence */
             ids = 0;
             double t0 = k3_now_s();
             for (size_t i = 0; i < k[c].n; i++) {
