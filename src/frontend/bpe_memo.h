@@ -28,11 +28,12 @@ static inline uint64_t memo_hash(uint64_t w0, uint64_t w1, size_t n)
 #define M8_IN_M16 (1ull << 59)
 #define M8_GET_IN_M16 3 /* memo_get8's answer for such an entry: look in m16 */
 /* A seed (memo_seed, bpe.c): an entry the memo was made with, a token of the vocabulary, not
- * a piece of the texts it has seen. Bit 60 of an m8 entry's first word (so the fast test of
- * k3_bpe_pieces misses it and memo_get8 answers it), bit 62 of an m16 entry's third. Its first
- * hit clears the bit: from then on it is the text's. Pushing a seed out is no sign that the
- * table is too small, so memo_put does not count it (k3_bpe_cache_grow). */
-#define M8_SEED (1ull << 60)
+ * a piece of the texts it has seen. Bit 63 of an m8 entry's second word (the unused second id
+ * of its one id, which the fast loop of k3_bpe_pieces writes past the piece's ids, where the
+ * next ones go), bit 62 of an m16 entry's third. A hit through memo_get8 or memo_get16 clears
+ * the bit: from then on it is the text's. Pushing a seed out is no sign that the table is too
+ * small, so memo_put does not count it (k3_bpe_cache_grow). */
+#define M8_SEED (1ull << 63)
 #define M16_SEED (1ull << 62)
 static inline uint64_t memo_key8(uint64_t w0, size_t n) { return w0 | (uint64_t)n << 56; }
 
@@ -67,16 +68,15 @@ static inline size_t memo_get8(uint64_t *set, uint64_t kk, int32_t *out)
 {
     for (int k = 0; k < K3_MEMO_WAYS; k++) {
         uint64_t k0 = set[2 * k];
-        if (((k0 ^ kk) & ~(M8_IN_M16 | M8_SEED)) << 2) continue;
-        uint64_t k1 = set[2 * k + 1];
-        k0 &= ~M8_SEED;
+        if (((k0 ^ kk) & ~M8_IN_M16) << 2) continue;
+        uint64_t k1 = set[2 * k + 1] & ~M8_SEED;
         if (k) { /* move up one way */
             set[2 * k] = set[2 * k - 2];
             set[2 * k + 1] = set[2 * k - 1];
             set[2 * k - 2] = k0;
             set[2 * k - 1] = k1;
-        } else if (set[0] != k0) {
-            set[0] = k0;
+        } else if (set[1] != k1) {
+            set[1] = k1;
         }
         if (k0 & M8_IN_M16) return M8_GET_IN_M16;
         out[0] = (int32_t)(uint32_t)k1;
@@ -131,8 +131,8 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
 {
     if (k > 6 || k == 0) return;
     if (n <= 7) {
-        uint64_t *set = memo_set8(m, h), last = set[2 * (K3_MEMO_WAYS - 1)];
-        m->evicted8 += last != 0 && !(last & M8_SEED); /* the last way held a piece */
+        uint64_t *set = memo_set8(m, h), *last = set + 2 * (K3_MEMO_WAYS - 1);
+        m->evicted8 += last[0] != 0 && !(last[1] & M8_SEED); /* the last way held a piece */
         memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
         set[0] = memo_key8(w0, n) | (k <= 2 ? (uint64_t)k << 62 : M8_IN_M16);
         set[1] = k <= 2 ? (uint32_t)ids[0] | (k == 2 ? (uint64_t)(uint32_t)ids[1] << 32 : 0) : 0;

@@ -302,15 +302,16 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
  * Ids are 18 bits (k3_bpe_cache_init turns the memos off for a larger vocabulary). An entry
  * of zeros is empty (length 0 matches no piece). A new entry goes to way 0 and shifts the
  * set; a hit in a later way swaps with the way before it, so hot pieces stay. The pieces
- * memo starts with seeds (bit 60 of k0, bit 62 of v0: bpe_memo.h, M8_SEED), the segments memo
+ * memo starts with seeds (bit 63 of k1, bit 62 of v0: bpe_memo.h, M8_SEED), the segments memo
  * empty. */
 #define K3_MEMO_WAYS 4
 #define K3_MEMO_ID_BITS 18
 #define K3_MEMO_BYTES 16 /* longest piece a memo holds */
 /* The pieces memo is made with the tokens of the lowest ranks (bpe.c, memo_seed): this many
- * ranks per way of its m8 table (a build may set another, to measure it: README, run 126). */
+ * ranks per way of its m8 table; on the host 1, 2 and 4 were within 1.5% of each other, 4 the
+ * quickest (README, run 126; a build may set another, to measure it). */
 #ifndef K3_MEMO_SEED_FACTOR
-#define K3_MEMO_SEED_FACTOR 2
+#define K3_MEMO_SEED_FACTOR 4
 #endif
 /* The m8 table of a memo for text_bytes has 1 << k3_memo_sets_log2(text_bytes) sets: about one
  * entry per 64 bytes of text, 16 .. 16,384 sets (bpe_memo.h, memo_init). */

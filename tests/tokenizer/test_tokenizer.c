@@ -811,7 +811,7 @@ static void test_memo_pieces(void)
 static size_t seeds_in(const struct k3_memo *m)
 {
     size_t k = 0;
-    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS; e++) k += (m->m8[e * 2] & M8_SEED) != 0;
+    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS; e++) k += (m->m8[e * 2 + 1] & M8_SEED) != 0;
     for (size_t e = 0; e < ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS; e++) k += (m->m16[e * 4 + 2] & M16_SEED) != 0;
     return k;
 }
@@ -1245,9 +1245,9 @@ static size_t memo_entries(const struct k3_bpe_cache *c, size_t *seeds)
     const struct k3_memo *ms[2] = {&c->pieces, &c->segs};
     for (int j = 0; j < 2; j++) {
         for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) {
-            uint64_t k0 = ms[j]->m8[e * 2];
-            k += k0 != 0 && !(k0 & M8_SEED);
-            *seeds += (k0 & M8_SEED) != 0;
+            const uint64_t *en = ms[j]->m8 + e * 2;
+            k += en[0] != 0 && !(en[1] & M8_SEED);
+            *seeds += (en[1] & M8_SEED) != 0;
         }
         for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) {
             uint64_t v0 = ms[j]->m16[e * 4 + 2];
