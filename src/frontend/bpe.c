@@ -249,9 +249,9 @@ void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t te
     memset(c, 0, sizeof *c);
     c->on = t->n_ranks <= (1 << K3_MEMO_ID_BITS);
     if (c->on) {
-        memo_init(&c->pieces, text_bytes);
+        memo_init(&c->pieces, text_bytes, K3_MEMO_SEEDED_MORE8, K3_MEMO_SEEDED_MORE16);
         memo_seed(t, &c->pieces);
-        memo_init(&c->segs, text_bytes / 4); /* segments: CJK words, a few thousand */
+        memo_init(&c->segs, text_bytes / 4, 0, 0); /* segments: CJK words, a few thousand */
     }
     size_t sets = 16; /* the long-piece table comes on first use */
     while (sets < 4096 && sets * 2048 < text_bytes) sets *= 2;

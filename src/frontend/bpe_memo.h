@@ -154,13 +154,16 @@ static inline void memo_put(struct k3_memo *m, uint64_t w0, uint64_t w1, size_t 
  * 8192, at most 1 MiB: longer pieces are the fewer (long_1m: 16.6k of its 41k distinct
  * pieces of 3..16 bytes have 9..16). At half the sets its misses grew by 0.6% (+97 on
  * long_1m) and its footprint in L2 halved: long_1m ~4% faster (a quarter: +880 misses, no
- * faster). Both from k3_tok_table_alloc: a set fills whole cache lines (calloc's blocks
- * start 16 bytes into a line, so a set spanned two lines, or three), and the tables of 1 MiB
- * lie on 2 MiB pages (dev VM, long_1m -7%, cjk -3%; they were on 4 KiB pages). */
-static inline void memo_init(struct k3_memo *m, size_t text_bytes)
+ * faster). Then 2^more8 times as many m8 sets and 2^more16 times as many m16 sets: the
+ * seeded pieces memo's (bpe.c, memo_seed) hold more of the vocabulary, and a text touches
+ * only the lines of its pieces. Both from k3_tok_table_alloc: a set fills whole cache lines
+ * (calloc's blocks start 16 bytes into a line, so a set spanned two lines, or three), and the
+ * tables of 1 MiB or more lie on 2 MiB pages (dev VM, long_1m -7%, cjk -3%; they were on 4
+ * KiB pages). */
+static inline void memo_init(struct k3_memo *m, size_t text_bytes, int more8, int more16)
 {
-    size_t sets = (size_t)1 << k3_memo_sets_log2(text_bytes);
-    size_t sets16 = sets > 16 ? sets / 2 : 16;
+    size_t own = (size_t)1 << k3_memo_sets_log2(text_bytes);
+    size_t sets = own << more8, sets16 = (own > 16 ? own / 2 : 16) << more16;
     m->m8 = k3_tok_table_alloc(sets * 2 * K3_MEMO_WAYS * sizeof(uint64_t), 0);
     m->m16 = k3_tok_table_alloc(sets16 * 4 * K3_MEMO_WAYS * sizeof(uint64_t), 0);
     K3_CHECK(m->m8 && m->m16, "out of memory");

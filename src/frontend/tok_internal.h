@@ -313,6 +313,15 @@ static inline uint32_t k3_tok_pair_rank(const struct k3_tok *t, uint32_t a, uint
 #ifndef K3_MEMO_SEED_FACTOR
 #define K3_MEMO_SEED_FACTOR 4
 #endif
+/* The seeded pieces memo has 2^K3_MEMO_SEEDED_MORE8 times the m8 sets and 2^..._MORE16 times
+ * the m16 sets of a text's own memo (bpe_memo.h, memo_init): on the host 4x and 2x took a
+ * further 2% off long_1m and 10% off prose (README, run 127). */
+#ifndef K3_MEMO_SEEDED_MORE8
+#define K3_MEMO_SEEDED_MORE8 2
+#endif
+#ifndef K3_MEMO_SEEDED_MORE16
+#define K3_MEMO_SEEDED_MORE16 1
+#endif
 /* The m8 table of a memo for text_bytes has 1 << k3_memo_sets_log2(text_bytes) sets: about one
  * entry per 64 bytes of text, 16 .. 16,384 sets (bpe_memo.h, memo_init). */
 #define K3_MEMO_SETS_LOG2_MIN 4
