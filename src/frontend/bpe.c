@@ -214,8 +214,9 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
  * own bytes, whose ids are that one token (tiktoken's whole-piece lookup), so exact for any
  * text. Put in from the highest rank down, each in way 0 of its set: a set keeps the lowest
  * ranks that fall in it. A first occurrence of such a piece is then a hit rather than a merge:
- * long_1m makes 29.3k merges of up to 16 bytes instead of 41.3k, prose 8.0k instead of 11.3k,
- * and on the GPU machine's host a call on new text is 2-8% faster (README, runs 125-126). */
+ * long_1m makes 26.1k merges of up to 16 bytes instead of 41.3k, prose 6.3k instead of 11.3k,
+ * and on the GPU machine's host a call on new text is 7-16% faster (README, runs 125-128,
+ * with the larger memo of K3_MEMO_SEEDED_MORE8). */
 static void memo_seed(const struct k3_tok *t, struct k3_memo *m)
 {
     size_t ways8 = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
