@@ -208,41 +208,126 @@ size_t k3_bpe_merge_heap(const struct k3_tok *t, const uint32_t *tok0, size_t n,
     return m;
 }
 
-/* The pieces memo m, empty, made ready with seeds (bpe_memo.h, M8_SEED): the tokens of the
- * lowest ranks of up to 16 bytes (of the first K3_MEMO_SEED_FACTOR times as many ranks as m8
- * has ways: all of them for long_1m's memo, 256 for the smallest), each as the piece of its
- * own bytes, whose ids are that one token (tiktoken's whole-piece lookup), so exact for any
- * text. Put in from the highest rank down, each in way 0 of its set: a set keeps the lowest
- * ranks that fall in it. A first occurrence of such a piece is then a hit rather than a merge:
- * long_1m makes 26.1k merges of up to 16 bytes instead of 41.3k, prose 6.3k instead of 11.3k,
- * and on the GPU machine's host a call on new text is 7-16% faster (README, runs 125-128,
- * with the larger memo of K3_MEMO_SEEDED_MORE8). */
-static void memo_seed(const struct k3_tok *t, struct k3_memo *m)
+/* The words of token r (of n = 1..16 bytes), zero-padded. */
+static void token_words(const struct k3_tok *t, uint32_t r, size_t n, uint64_t w[2])
 {
-    size_t ways8 = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
-    size_t r = ways8 * K3_MEMO_SEED_FACTOR;
-    if (r > (size_t)t->n_ranks) r = (size_t)t->n_ranks;
-    while (r-- > 0) {
+    const uint8_t *b = t->bytes + t->off[r];
+    w[0] = w[1] = 0;
+    for (size_t i = 0; i < n; i++) w[i / 8] |= (uint64_t)b[i] << (8 * (i % 8));
+}
+
+static int cmp_seed(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int k3_memo_seeds_build(struct k3_tok *t)
+{
+    /* entries: {hash with the rank in its low bits, the words of the entry a seed writes} */
+    t->seeds8 = malloc(sizeof(uint64_t) * 2 * (size_t)t->n_ranks);
+    t->seeds16 = malloc(sizeof(uint64_t) * 4 * (size_t)t->n_ranks);
+    if (!t->seeds8 || !t->seeds16) return -1;
+    t->n_seeds8 = t->n_seeds16 = 0;
+    for (uint32_t r = 0; r < (uint32_t)t->n_ranks; r++) {
         size_t n = t->off[r + 1] - t->off[r];
         if (n == 0 || n > K3_MEMO_BYTES) continue;
-        const uint8_t *b = t->bytes + t->off[r];
-        uint64_t w[2] = {0, 0};
-        for (size_t i = 0; i < n; i++) w[i / 8] |= (uint64_t)b[i] << (8 * (i % 8));
-        uint64_t h = memo_hash(w[0], w[1], n), *set;
+        uint64_t w[2];
+        token_words(t, r, n, w);
+        uint64_t key = (memo_hash(w[0], w[1], n) & ~ID_MASK) | r;
         if (n <= 7) {
-            set = memo_set8(m, h);
-            memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
-            set[0] = memo_key8(w[0], n) | 1ull << 62;
-            set[1] = (uint32_t)r | M8_SEED;
+            uint64_t *e = t->seeds8 + 2 * t->n_seeds8++;
+            e[0] = key;
+            e[1] = memo_key8(w[0], n) | 1ull << 62;
         } else {
-            set = memo_set16(m, h);
-            memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
-            set[0] = w[0];
-            set[1] = w[1];
-            set[2] = n | 1u << 5 | (uint64_t)r << 8 | M16_SEED;
-            set[3] = 0;
+            uint64_t *e = t->seeds16 + 4 * t->n_seeds16++;
+            e[0] = key;
+            e[1] = w[0];
+            e[2] = w[1];
+            e[3] = n | 1u << 5 | (uint64_t)r << 8 | M16_SEED;
         }
     }
+    qsort(t->seeds8, t->n_seeds8, sizeof(uint64_t) * 2, cmp_seed);
+    qsort(t->seeds16, t->n_seeds16, sizeof(uint64_t) * 4, cmp_seed);
+    return 0;
+}
+
+/* A seed's entry of `words` words (m8 2, m16 4) from its seeds8 / seeds16 record s. */
+static void seed_entry(const uint64_t *s, uint64_t *e, size_t words)
+{
+    if (words == 2) {
+        e[0] = s[1];
+        e[1] = (s[0] & ID_MASK) | M8_SEED;
+    } else {
+        e[0] = s[1];
+        e[1] = s[2];
+        e[2] = s[3];
+        e[3] = 0;
+    }
+}
+
+/* One table of a pieces memo (entries of `words` words: m8 2, m16 4; a set is hash >> shift),
+ * empty, seeded from the records seeds[0..n) (t->seeds8 or t->seeds16, of `words` words, in
+ * hash order, so set by set): in each set the tokens of the lowest ranks below `below`, the
+ * lowest in way 0. A small table (below far under the records) takes them a rank at a time
+ * instead, each into way 0 of its set and the others shifted down, which leaves the same. */
+static void seed_table(const uint64_t *seeds, size_t n, uint64_t *tab, int shift, size_t words,
+                       uint32_t below)
+{
+    size_t set_words = K3_MEMO_WAYS * words;
+    if ((size_t)below * 8 < n) {
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t *s = seeds + i * words;
+            if ((uint32_t)(s[0] & ID_MASK) >= below) continue;
+            /* ranks in no order here: a set keeps its lowest, shifted down past the lower */
+            uint64_t *set = tab + (s[0] >> shift) * set_words;
+            uint32_t r = (uint32_t)(s[0] & ID_MASK);
+            int k = 0;
+            for (; k < K3_MEMO_WAYS; k++) { /* an m8 way is empty by its key, an m16 way by its length */
+                const uint64_t *e = set + k * words;
+                if (!e[words == 2 ? 0 : 2] || (uint32_t)((words == 2 ? e[1] : e[2] >> 8) & ID_MASK) > r) break;
+            }
+            if (k == K3_MEMO_WAYS) continue;
+            memmove(set + (k + 1) * words, set + k * words, sizeof(uint64_t) * words * (K3_MEMO_WAYS - 1 - k));
+            seed_entry(s, set + k * words, words);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        uint64_t set = seeds[i * words] >> shift;
+        const uint64_t *best[K3_MEMO_WAYS];
+        uint32_t r[K3_MEMO_WAYS];
+        int k = 0;
+        for (; i < n && seeds[i * words] >> shift == set; i++) {
+            uint32_t x = (uint32_t)(seeds[i * words] & ID_MASK);
+            if (x >= below || (k == K3_MEMO_WAYS && x >= r[K3_MEMO_WAYS - 1])) continue;
+            int j = k < K3_MEMO_WAYS ? k++ : K3_MEMO_WAYS - 1;
+            for (; j > 0 && r[j - 1] > x; j--) r[j] = r[j - 1], best[j] = best[j - 1];
+            r[j] = x;
+            best[j] = seeds + i * words;
+        }
+        for (int j = 0; j < k; j++) seed_entry(best[j], tab + set * set_words + (size_t)j * words, words);
+    }
+}
+
+/* The pieces memo m, empty, made ready with seeds (bpe_memo.h, M8_SEED): the tokens of the
+ * lowest ranks of up to 16 bytes (of the first K3_MEMO_SEED_FACTOR times as many ranks as m8
+ * has ways: all of them for long_1m's memo, 1,024 for the smallest), each as the piece of its
+ * own bytes, whose ids are that one token (tiktoken's whole-piece lookup), so exact for any
+ * text; in each set the lowest ranks that fall in it, the lowest in way 0. A first occurrence
+ * of such a piece is then a hit rather than a merge: long_1m makes 26.1k merges of up to 16
+ * bytes instead of 41.3k, prose 6.3k instead of 11.3k, and on the GPU machine's host a call on
+ * new text is 7-16% faster (README, runs 125-128, with the larger memo of
+ * K3_MEMO_SEEDED_MORE8). The tables are written in order, from the tokens sorted by hash at
+ * load (k3_memo_seeds_build): on the dev VM k3_tok_forget after long_1m (emptying and seeding
+ * its 6 MiB) takes 3 ms, where a token at a time, each into a random line, took 26-32 ms (and
+ * the tokenizer's load takes 15-25 ms more, for the sort). */
+static void memo_seed(const struct k3_tok *t, struct k3_memo *m)
+{
+    size_t below = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS * K3_MEMO_SEED_FACTOR;
+    if (below > (size_t)t->n_ranks) below = (size_t)t->n_ranks;
+    seed_table(t->seeds8, t->n_seeds8, m->m8, m->shift8, 2, (uint32_t)below);
+    seed_table(t->seeds16, t->n_seeds16, m->m16, m->shift16, 4, (uint32_t)below);
 }
 
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes)

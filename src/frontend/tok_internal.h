@@ -63,6 +63,12 @@ struct k3_tok {
     enum k3_tok_simd simd;       /* the build of the encoder's whole-text passes and windows
                                   * (k3_tok_simd: the best the CPU has, or K3_TOK_SIMD's) */
     struct k3_tok_memos *memos;  /* the memos kept from call to call (tokenizer.c) */
+    /* The pieces memos' seeds (bpe.c, k3_memo_seeds_build): every token of 1..7 bytes
+     * (seeds8: records of 2 words) and of 8..16 (seeds16: 4 words), its memo hash with its rank
+     * in the low 18 bits and the words of its memo entry, in hash order, so that a table of any
+     * size takes them set by set; NULL when the ranks do not fit the memos' ids. */
+    uint64_t *seeds8, *seeds16;
+    uint32_t n_seeds8, n_seeds16;
     struct k3_tok_chunks *chunks; /* the ids of chunks of text seen again (tok_chunks.c) */
 
     void *tables;                /* the allocation that holds the small tables below (vocab.c) */
@@ -485,6 +491,8 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
  * the end of the readable buffer; out has room for ends[m - 1] - p + 4 ids. Returns the count. */
 size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
+/* The memos' seeds of t (t->seeds8, t->seeds16), at load: 0, or -1 when memory runs out. */
+int k3_memo_seeds_build(struct k3_tok *t);
 /* A cache for a text of text_bytes, its pieces memo seeded (bpe.c, memo_seed). */
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);
 void k3_bpe_cache_free(struct k3_bpe_cache *c);

@@ -763,7 +763,8 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         return -1;
     }
     t->simd = k3_tok_simd();
-    if (!(t->memos = k3_tok_memos_new()) || !(t->chunks = k3_tok_chunks_new(K3_TOK_CHUNK_BUDGET))) {
+    if ((t->n_ranks <= (1 << K3_MEMO_ID_BITS) && k3_memo_seeds_build(t)) || !(t->memos = k3_tok_memos_new()) ||
+        !(t->chunks = k3_tok_chunks_new(K3_TOK_CHUNK_BUDGET))) {
         k3_tok_free(t);
         return k3_err_set(err, "out of memory");
     }
@@ -791,6 +792,8 @@ void k3_tok_free(struct k3_tok *t)
     free(t->tables);
     free(t->pairs);
     free(t->spec_slots);
+    free(t->seeds8);
+    free(t->seeds16);
     k3_tok_memos_free(t->memos);
     k3_tok_chunks_free(t->chunks);
     free(t);

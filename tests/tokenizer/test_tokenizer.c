@@ -802,7 +802,8 @@ static void test_memo_pieces(void)
     free(want);
 }
 
-/* The seeds a pieces memo is made with (bpe.c, memo_seed): every token of the first 1,000 ranks
+/* The seeds a pieces memo is made with (bpe.c, memo_seed): memos of every size hold what the
+ * definition puts there (seeds_ref), as made and after k3_bpe_cache_clear; every token of the first 1,000 ranks
  * (of up to 16 bytes) is in a memo made for 1 MiB of text, as the piece of its own bytes with
  * that one id; a hit makes a seed the text's; a piece put in a set of seeds pushes a seed out
  * without counting it as an eviction (no growth); and an ASCII text of the seeded tokens'
@@ -816,8 +817,58 @@ static size_t seeds_in(const struct k3_memo *m)
     return k;
 }
 
+/* The seeds as the plain definition puts them: every token of up to 16 bytes below the rank
+ * bound, from the highest rank down, each into way 0 of its set, the set's others shifted. */
+static void seeds_ref(const struct k3_memo *m, uint64_t *m8, uint64_t *m16)
+{
+    size_t ways8 = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS;
+    size_t r = ways8 * K3_MEMO_SEED_FACTOR;
+    if (r > (size_t)tok->n_ranks) r = (size_t)tok->n_ranks;
+    while (r-- > 0) {
+        size_t n = tok->off[r + 1] - tok->off[r];
+        if (n == 0 || n > K3_MEMO_BYTES) continue;
+        uint64_t w[2] = {0, 0};
+        for (size_t i = 0; i < n; i++) w[i / 8] |= (uint64_t)tok->bytes[tok->off[r] + i] << (8 * (i % 8));
+        uint64_t h = memo_hash(w[0], w[1], n);
+        if (n <= 7) {
+            uint64_t *set = m8 + (h >> m->shift8) * 2 * K3_MEMO_WAYS;
+            memmove(set + 2, set, sizeof(uint64_t) * 2 * (K3_MEMO_WAYS - 1));
+            set[0] = memo_key8(w[0], n) | 1ull << 62;
+            set[1] = r | M8_SEED;
+        } else {
+            uint64_t *set = m16 + (h >> m->shift16) * 4 * K3_MEMO_WAYS;
+            memmove(set + 4, set, sizeof(uint64_t) * 4 * (K3_MEMO_WAYS - 1));
+            set[0] = w[0];
+            set[1] = w[1];
+            set[2] = n | 1u << 5 | (uint64_t)r << 8 | M16_SEED;
+            set[3] = 0;
+        }
+    }
+}
+
 static void test_memo_seeds(void)
 {
+    /* memos of every size as made and as emptied, against the definition */
+    int differ = 0, sizes = 0;
+    for (size_t text = 100; text <= ((size_t)16 << 20); text *= 7) {
+        struct k3_bpe_cache c;
+        k3_bpe_cache_init(tok, &c, text);
+        size_t b8 = ((size_t)1 << (64 - c.pieces.shift8)) * K3_MEMO_WAYS * 2 * sizeof(uint64_t);
+        size_t b16 = ((size_t)1 << (64 - c.pieces.shift16)) * K3_MEMO_WAYS * 4 * sizeof(uint64_t);
+        uint64_t *m8 = calloc(1, b8), *m16 = calloc(1, b16);
+        seeds_ref(&c.pieces, m8, m16);
+        differ += memcmp(m8, c.pieces.m8, b8) != 0 || memcmp(m16, c.pieces.m16, b16) != 0;
+        int32_t ids[2] = {7, 8};
+        memo_put(&c.pieces, 0xF8F8F8, 0, 3, memo_hash(0xF8F8F8, 0, 3), ids, 2);
+        k3_bpe_cache_clear(tok, &c);
+        differ += memcmp(m8, c.pieces.m8, b8) != 0 || memcmp(m16, c.pieces.m16, b16) != 0;
+        sizes++;
+        free(m8);
+        free(m16);
+        k3_bpe_cache_free(&c);
+    }
+    CHECK_MSG(differ == 0, "%d of %d seeded tables (made, emptied) differ from the definition's", differ, 2 * sizes);
+
     struct k3_bpe_cache c;
     k3_bpe_cache_init(tok, &c, 1 << 20);
     size_t seeds = seeds_in(&c.pieces), want = 0, found = 0, wrong = 0, promoted = 0;
