@@ -341,9 +341,10 @@ static void segments(const struct k3_tok *t, const uint8_t *s, size_t n, enum k3
  * K3_TOK_MEMO_SIZES sizes: a text (or a worker's share) takes one of the size its own memo
  * would have (bpe_memo.h's sizes double with the text, from 16 sets of the m8 table up to
  * 16,384 for 4 MB; the seeded pieces memo has 2^K3_MEMO_SEEDED_MORE8 times the m8 sets). A
- * memo larger than its text cost cache misses when memos started empty: one sized for 4 MB made a 35 KB
- * text's first call 25% slower on the dev VM and a 1.9 MB CJK text's 5-7%, one sized for any
- * text a 1M-token text's 4%; seeded, the larger pieces memo pays (README, run 128). */
+ * memo larger than its text cost cache misses when memos started empty: one sized for 4 MB
+ * made a 35 KB text's first call 25% slower on the dev VM and a 1.9 MB CJK text's 5-7%, one
+ * sized for any text a 1M-token text's 4%; seeded, the larger pieces memo pays (README, run
+ * 128). */
 /* Except for small texts: a kept memo for a text whose own would have fewer than 1 <<
  * MEMO_SMALL_LOG2 sets (1,024: a 64 KiB m8 table, texts up to 256 KB) has four times as
  * many, up to that: still in L2, and with room for the pieces of the texts sent again (dev
