@@ -49,9 +49,12 @@ class K3:
         if self.lib.k3_tok_load_files(ctypes.byref(self.tok), model.encode(), config.encode(), err):
             sys.exit(f"floor_pairs.py: {lib}: {err.value.decode(errors='replace')}")
 
-    def encode(self, data, keep=False):
-        """(seconds, ids or None) of one call on new text."""
+    def encode(self, data, keep=False, before=None):
+        """(seconds, ids or None) of one call on new text; before() runs between the forget and
+        the call (untimed)."""
         self.lib.k3_tok_forget(self.tok)
+        if before:
+            before()
         ids = Ids()
         t0 = time.perf_counter()
         self.lib.k3_tok_encode(self.tok, data, len(data), 0, None, ctypes.byref(ids))
@@ -68,6 +71,10 @@ def main():
     ap.add_argument("--text", required=True, help="the input file (bench.py --save-inputs writes long_1m.txt)")
     ap.add_argument("--pairs", type=int, default=24)
     ap.add_argument("--parts", action="store_true", help="also each category of the long input alone")
+    ap.add_argument("--thrash", type=int, default=0, metavar="MiB",
+                    help="before every timed call (each side's), write a line of every 64 bytes of a buffer "
+                         "this large, so that neither call finds what came before it in the caches (for k3 "
+                         "after its forget, which writes its memos' seeds: run 131)")
     args = ap.parse_args()
     import corpus
     import kimi_ref
@@ -90,24 +97,43 @@ def main():
     ratios = []
     print(f"# floor, interleaved: {os.path.basename(args.text)}, {len(data) / 1e6:.2f} MB, {len(ref)} ids; "
           f"{args.pairs} pairs of one k3 call (new text) and one tiktoken call in one process")
-    for i, (t_k3, t_tt) in enumerate(timed_pairs(k3, enc, text, data, args.pairs)):
+    before = thrasher(args.thrash)
+    if before:
+        print(f"# each call after a write of {args.thrash} MiB")
+    for i, (t_k3, t_tt) in enumerate(timed_pairs(k3, enc, text, data, args.pairs, before)):
         ratios.append(t_tt / t_k3)
         print(f"#   pair {i + 1}: k3 {t_k3 * 1e3:.2f} ms, tiktoken {t_tt * 1e3:.2f} ms: {t_tt / t_k3:.1f}x", flush=True)
     print(f"# floor, interleaved: median {statistics.median(ratios):.1f}x (range {min(ratios):.1f}x .. "
           f"{max(ratios):.1f}x); {sum(r >= 10 for r in ratios)} of {len(ratios)} pairs at 10x or more")
     if args.parts:
-        parts(k3, enc, kimi_ref, text, max(3, args.pairs // 2))
+        parts(k3, enc, kimi_ref, text, max(3, args.pairs // 2), before)
     return 0
 
 
-def timed_pairs(k3, enc, text, data, n):
+def thrasher(mib):
+    """None, or a function that writes a line of every 64 bytes of a buffer of mib MiB."""
+    if not mib:
+        return None
+    buf = bytearray(mib << 20)
+    view = memoryview(buf)
+    ones = bytes([1]) * ((mib << 20) // 64)
+
+    def touch():
+        view[::64] = ones
+    return touch
+
+
+def timed_pairs(k3, enc, text, data, n, before=None):
     """n pairs of one k3 call (new text) and one tiktoken call, k3 first in even pairs and
-    tiktoken first in odd ones: each pair's (k3 seconds, tiktoken seconds)."""
+    tiktoken first in odd ones: each pair's (k3 seconds, tiktoken seconds). before: run before
+    each timed call (untimed)."""
     for i in range(n):
         for side in (("k3", "tt") if i % 2 == 0 else ("tt", "k3")):
             if side == "k3":
-                t_k3, _ = k3.encode(data)
+                t_k3, _ = k3.encode(data, before=before)
             else:
+                if before:
+                    before()
                 t0 = time.perf_counter()
                 r = enc.encode_ordinary(text)
                 t_tt = time.perf_counter() - t0
@@ -115,14 +141,14 @@ def timed_pairs(k3, enc, text, data, n):
         yield t_k3, t_tt
 
 
-def pairs_of(k3, enc, text, data, n):
+def pairs_of(k3, enc, text, data, n, before=None):
     """Medians of n interleaved pairs: (k3 seconds, tiktoken seconds, ratio)."""
-    ts = list(timed_pairs(k3, enc, text, data, n))
+    ts = list(timed_pairs(k3, enc, text, data, n, before))
     return (statistics.median(a for a, _ in ts), statistics.median(b for _, b in ts),
             statistics.median(b / a for a, b in ts))
 
 
-def parts(k3, enc, kimi_ref, text, n):
+def parts(k3, enc, kimi_ref, text, n, before=None):
     """The long input's categories alone, n interleaved pairs each."""
     from bench import LONG_BLOCK, LONG_PARTS
     k = len(LONG_PARTS)
@@ -137,7 +163,7 @@ def parts(k3, enc, kimi_ref, text, n):
         _, ids = k3.encode(d, keep=True)
         if ids != kimi_ref.encode(enc, t, allow_special=False):
             sys.exit(f"floor_pairs.py: k3's ids differ from the reference on part {name}")
-        rows.append((name, len(d), len(ids)) + pairs_of(k3, enc, t, d, n))
+        rows.append((name, len(d), len(ids)) + pairs_of(k3, enc, t, d, n, before))
     total = sum(r[3] for r in rows)
     for name, nb, ni, tk, tt, r in rows:
         print(f"#   {name:9s} {nb / 1e6:5.2f} MB {ni:7d} ids: k3 {tk * 1e3:6.2f} ms ({tk / max(ni, 1) * 1e9:5.1f} ns an id, "

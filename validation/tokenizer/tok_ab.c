@@ -18,7 +18,9 @@
  * anything but 0. TOK_AB_LOAD_FIRST=k loads library k (mod their count) first and the others
  * after it in turn; lib 0 stays the one the others are timed against. The library loaded first
  * is the quickest by 1-2% even against an identical copy of itself (run 121), so ab_libs.sh
- * lets each library come first in as many processes as the others. */
+ * lets each library come first in as many processes as the others. TOK_AB_THRASH=MiB writes a
+ * line of every 64 bytes of a buffer that large between the forget and the timed call, so that
+ * what the forget wrote (a seeded memo: bpe.c, memo_seed) is no longer in the caches (run 131). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,11 +101,16 @@ int main(int argc, char **argv)
     size_t n_ids0 = 0;
     int warm = env_on("TOK_AB_WARM"), any_ids = env_on("TOK_AB_ANY_IDS");
     enum k3_tok_mode mode = env_on("TOK_AB_SPECIAL") ? K3_TOK_SPECIAL : K3_TOK_PLAIN;
+    const char *th = getenv("TOK_AB_THRASH");
+    size_t thrash = th ? (size_t)strtoul(th, NULL, 10) << 20 : 0;
+    unsigned char *junk = thrash ? calloc(thrash, 1) : NULL;
+    if (thrash && !junk) return 1;
     for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
         for (int j = 0; j < n_libs; j++) {
             int i = (j + (r < 0 ? 0 : r)) % n_libs;
             struct k3_tok_ids ids = {0};
             if (libs[i].forget && !warm) libs[i].forget(libs[i].tok);
+            for (size_t b = 0; b < thrash; b += 64) junk[b]++; /* what the forget wrote, out of the caches */
             double t0 = k3_now_s();
             libs[i].encode(libs[i].tok, text, len, mode, NULL, &ids);
             double dt = k3_now_s() - t0;
@@ -133,5 +140,6 @@ int main(int argc, char **argv)
     free(q);
     free(t);
     free(text);
+    free(junk);
     return 0;
 }
