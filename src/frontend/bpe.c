@@ -222,30 +222,38 @@ static int cmp_seed(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Token r's seed record rec (its memo hash with r in the low bits, then the words of its m8 or
+ * m16 entry): its length in words, 2 (an m8 record) or 4 (m16), or 0 when the token is longer
+ * than a memo holds. */
+static size_t seed_record(const struct k3_tok *t, uint32_t r, uint64_t rec[4])
+{
+    size_t n = t->off[r + 1] - t->off[r];
+    if (n == 0 || n > K3_MEMO_BYTES) return 0;
+    uint64_t w[2];
+    token_words(t, r, n, w);
+    rec[0] = (memo_hash(w[0], w[1], n) & ~ID_MASK) | r;
+    if (n <= 7) {
+        rec[1] = memo_key8(w[0], n) | 1ull << 62;
+        return 2;
+    }
+    rec[1] = w[0];
+    rec[2] = w[1];
+    rec[3] = n | 1u << 5 | (uint64_t)r << 8 | M16_SEED;
+    return 4;
+}
+
 int k3_memo_seeds_build(struct k3_tok *t)
 {
-    /* entries: {hash with the rank in its low bits, the words of the entry a seed writes} */
+    if (t->n_ranks > (1 << K3_MEMO_ID_BITS)) return 0; /* no memos (k3_bpe_cache_init) */
     t->seeds8 = malloc(sizeof(uint64_t) * 2 * (size_t)t->n_ranks);
     t->seeds16 = malloc(sizeof(uint64_t) * 4 * (size_t)t->n_ranks);
     if (!t->seeds8 || !t->seeds16) return -1;
     t->n_seeds8 = t->n_seeds16 = 0;
     for (uint32_t r = 0; r < (uint32_t)t->n_ranks; r++) {
-        size_t n = t->off[r + 1] - t->off[r];
-        if (n == 0 || n > K3_MEMO_BYTES) continue;
-        uint64_t w[2];
-        token_words(t, r, n, w);
-        uint64_t key = (memo_hash(w[0], w[1], n) & ~ID_MASK) | r;
-        if (n <= 7) {
-            uint64_t *e = t->seeds8 + 2 * t->n_seeds8++;
-            e[0] = key;
-            e[1] = memo_key8(w[0], n) | 1ull << 62;
-        } else {
-            uint64_t *e = t->seeds16 + 4 * t->n_seeds16++;
-            e[0] = key;
-            e[1] = w[0];
-            e[2] = w[1];
-            e[3] = n | 1u << 5 | (uint64_t)r << 8 | M16_SEED;
-        }
+        uint64_t rec[4];
+        size_t words = seed_record(t, r, rec);
+        if (words == 2) memcpy(t->seeds8 + 2 * t->n_seeds8++, rec, sizeof(uint64_t) * 2);
+        if (words == 4) memcpy(t->seeds16 + 4 * t->n_seeds16++, rec, sizeof(uint64_t) * 4);
     }
     qsort(t->seeds8, t->n_seeds8, sizeof(uint64_t) * 2, cmp_seed);
     qsort(t->seeds16, t->n_seeds16, sizeof(uint64_t) * 4, cmp_seed);
@@ -269,30 +277,11 @@ static void seed_entry(const uint64_t *s, uint64_t *e, size_t words)
 /* One table of a pieces memo (entries of `words` words: m8 2, m16 4; a set is hash >> shift),
  * empty, seeded from the records seeds[0..n) (t->seeds8 or t->seeds16, of `words` words, in
  * hash order, so set by set): in each set the tokens of the lowest ranks below `below`, the
- * lowest in way 0. A small table (below far under the records) takes them a rank at a time
- * instead, each into way 0 of its set and the others shifted down, which leaves the same. */
+ * lowest in way 0. */
 static void seed_table(const uint64_t *seeds, size_t n, uint64_t *tab, int shift, size_t words,
                        uint32_t below)
 {
     size_t set_words = K3_MEMO_WAYS * words;
-    if ((size_t)below * 8 < n) {
-        for (size_t i = 0; i < n; i++) {
-            const uint64_t *s = seeds + i * words;
-            if ((uint32_t)(s[0] & ID_MASK) >= below) continue;
-            /* ranks in no order here: a set keeps its lowest, shifted down past the lower */
-            uint64_t *set = tab + (s[0] >> shift) * set_words;
-            uint32_t r = (uint32_t)(s[0] & ID_MASK);
-            int k = 0;
-            for (; k < K3_MEMO_WAYS; k++) { /* an m8 way is empty by its key, an m16 way by its length */
-                const uint64_t *e = set + k * words;
-                if (!e[words == 2 ? 0 : 2] || (uint32_t)((words == 2 ? e[1] : e[2] >> 8) & ID_MASK) > r) break;
-            }
-            if (k == K3_MEMO_WAYS) continue;
-            memmove(set + (k + 1) * words, set + k * words, sizeof(uint64_t) * words * (K3_MEMO_WAYS - 1 - k));
-            seed_entry(s, set + k * words, words);
-        }
-        return;
-    }
     for (size_t i = 0; i < n;) {
         uint64_t set = seeds[i * words] >> shift;
         const uint64_t *best[K3_MEMO_WAYS];
@@ -326,8 +315,25 @@ static void memo_seed(const struct k3_tok *t, struct k3_memo *m)
 {
     size_t below = ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS * K3_MEMO_SEED_FACTOR;
     if (below > (size_t)t->n_ranks) below = (size_t)t->n_ranks;
-    seed_table(t->seeds8, t->n_seeds8, m->m8, m->shift8, 2, (uint32_t)below);
-    seed_table(t->seeds16, t->n_seeds16, m->m16, m->shift16, 4, (uint32_t)below);
+    if (below * 8 >= (size_t)t->n_seeds8 + t->n_seeds16) {
+        seed_table(t->seeds8, t->n_seeds8, m->m8, m->shift8, 2, (uint32_t)below);
+        seed_table(t->seeds16, t->n_seeds16, m->m16, m->shift16, 4, (uint32_t)below);
+        return;
+    }
+    /* a small memo (long_10k's: 4,096 ranks of 163k): its ranks alone, lowest first, each into
+     * its set's first empty way (a set's later ranks are higher), not a pass over every record */
+    for (uint32_t r = 0; r < (uint32_t)below; r++) {
+        uint64_t rec[4];
+        size_t words = seed_record(t, r, rec);
+        if (!words) continue;
+        uint64_t *set = words == 2 ? m->m8 + (rec[0] >> m->shift8) * 2 * K3_MEMO_WAYS
+                                   : m->m16 + (rec[0] >> m->shift16) * 4 * K3_MEMO_WAYS;
+        for (int k = 0; k < K3_MEMO_WAYS; k++, set += words)
+            if (!set[words == 2 ? 0 : 2]) { /* an m8 way is empty by its key, an m16 way by its length */
+                seed_entry(rec, set, words);
+                break;
+            }
+    }
 }
 
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes)

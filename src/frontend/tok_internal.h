@@ -491,7 +491,8 @@ size_t k3_bpe_piece(const struct k3_tok *t, const uint8_t *s, size_t n, size_t a
  * the end of the readable buffer; out has room for ends[m - 1] - p + 4 ids. Returns the count. */
 size_t k3_bpe_pieces(const struct k3_tok *t, const uint8_t *s, size_t p, const size_t *ends,
                      size_t m, const uint8_t *end, struct k3_bpe_cache *cache, int32_t *out);
-/* The memos' seeds of t (t->seeds8, t->seeds16), at load: 0, or -1 when memory runs out. */
+/* The memos' seeds of t (t->seeds8, t->seeds16), at load; none when the ranks do not fit the
+ * memos' ids (they are off then). 0, or -1 when memory runs out. */
 int k3_memo_seeds_build(struct k3_tok *t);
 /* A cache for a text of text_bytes, its pieces memo seeded (bpe.c, memo_seed). */
 void k3_bpe_cache_init(const struct k3_tok *t, struct k3_bpe_cache *c, size_t text_bytes);

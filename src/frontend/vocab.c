@@ -763,7 +763,7 @@ int k3_tok_load_files(struct k3_tok **out, const char *model_path, const char *c
         return -1;
     }
     t->simd = k3_tok_simd();
-    if ((t->n_ranks <= (1 << K3_MEMO_ID_BITS) && k3_memo_seeds_build(t)) || !(t->memos = k3_tok_memos_new()) ||
+    if (k3_memo_seeds_build(t) || !(t->memos = k3_tok_memos_new()) ||
         !(t->chunks = k3_tok_chunks_new(K3_TOK_CHUNK_BUDGET))) {
         k3_tok_free(t);
         return k3_err_set(err, "out of memory");
