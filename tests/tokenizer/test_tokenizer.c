@@ -802,19 +802,34 @@ static void test_memo_pieces(void)
     free(want);
 }
 
-/* The seeds a pieces memo is made with (bpe.c, memo_seed): memos of every size hold what the
- * definition puts there (seeds_ref), as made and after k3_bpe_cache_clear; every token of the first 1,000 ranks
- * (of up to 16 bytes) is in a memo made for 1 MiB of text, as the piece of its own bytes with
- * that one id; a hit makes a seed the text's; a piece put in a set of seeds pushes a seed out
- * without counting it as an eviction (no growth); and an ASCII text of the seeded tokens'
- * strings in random order (every piece a token, a seed when the memo is fresh) gives the
- * reference ids through a fresh cache and a cache whose seeds it then holds as hits. */
-static size_t seeds_in(const struct k3_memo *m)
+/* The entries a kept memo holds of the texts it saw: its m8 and m16 ways of pieces and of
+ * segments, and its long-piece tags, seeds left out; *seeds: its seeds. */
+static size_t memo_entries(const struct k3_bpe_cache *c, size_t *seeds)
 {
     size_t k = 0;
-    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift8)) * K3_MEMO_WAYS; e++) k += (m->m8[e * 2 + 1] & M8_SEED) != 0;
-    for (size_t e = 0; e < ((size_t)1 << (64 - m->shift16)) * K3_MEMO_WAYS; e++) k += (m->m16[e * 4 + 2] & M16_SEED) != 0;
+    const struct k3_memo *ms[2] = {&c->pieces, &c->segs};
+    for (int j = 0; j < 2; j++) {
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) {
+            const uint64_t *en = ms[j]->m8 + e * 2;
+            k += en[0] != 0 && !(en[1] & M8_SEED);
+            *seeds += (en[1] & M8_SEED) != 0;
+        }
+        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) {
+            uint64_t v0 = ms[j]->m16[e * 4 + 2];
+            k += v0 != 0 && !(v0 & M16_SEED);
+            *seeds += (v0 & M16_SEED) != 0;
+        }
+    }
+    for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) k += c->long_tags[e] != 0;
     return k;
+}
+
+/* The seeds a cache holds. */
+static size_t seeds_in(const struct k3_bpe_cache *c)
+{
+    size_t seeds = 0;
+    memo_entries(c, &seeds);
+    return seeds;
 }
 
 /* The seeds as the plain definition puts them: every token of up to 16 bytes below the rank
@@ -846,6 +861,13 @@ static void seeds_ref(const struct k3_memo *m, uint64_t *m8, uint64_t *m16)
     }
 }
 
+/* The seeds a pieces memo is made with (bpe.c, memo_seed): memos of every size hold what the
+ * definition puts there (seeds_ref), as made and after k3_bpe_cache_clear; every token of the
+ * first 1,000 ranks (of up to 16 bytes) is in a memo made for 1 MiB of text, as the piece of its
+ * own bytes with that one id; a hit makes a seed the text's; a piece put in a set of seeds
+ * pushes a seed out without counting it as an eviction (no growth); and an ASCII text of the
+ * seeded tokens' strings in random order (every piece a token, a seed when the memo is fresh)
+ * gives the reference ids through a fresh cache and a cache whose seeds it then holds as hits. */
 static void test_memo_seeds(void)
 {
     /* memos of every size as made and as emptied, against the definition */
@@ -871,7 +893,7 @@ static void test_memo_seeds(void)
 
     struct k3_bpe_cache c;
     k3_bpe_cache_init(tok, &c, 1 << 20);
-    size_t seeds = seeds_in(&c.pieces), want = 0, found = 0, wrong = 0, promoted = 0;
+    size_t seeds = seeds_in(&c), want = 0, found = 0, wrong = 0, promoted = 0;
     for (uint32_t r = 0; r < 1000; r++) {
         size_t n = tok->off[r + 1] - tok->off[r];
         if (!n || n > K3_MEMO_BYTES) continue;
@@ -881,12 +903,12 @@ static void test_memo_seeds(void)
         memcpy(&w0, b, 8);
         memcpy(&w1, b + 8, 8);
         int32_t out[8];
-        size_t before = seeds_in(&c.pieces);
+        size_t before = seeds_in(&c);
         size_t k = memo_get(&c.pieces, w0, w1, n, memo_hash(w0, w1, n), out);
         want++;
         found += k == 1;
         wrong += k && (k != 1 || out[0] != (int32_t)r);
-        promoted += k == 1 && seeds_in(&c.pieces) == before - 1;
+        promoted += k == 1 && seeds_in(&c) == before - 1;
     }
     size_t ways8 = ((size_t)1 << (64 - c.pieces.shift8)) * K3_MEMO_WAYS;
     CHECK_MSG(seeds > ways8 * 3 / 4, "a memo for 1 MiB holds %zu seeds, its m8 %zu ways", seeds, ways8);
@@ -1289,28 +1311,6 @@ static void test_chunks(void)
     free(other);
     free(more);
     free(longer);
-}
-
-/* The entries a kept memo holds of the texts it saw: its m8 and m16 ways of pieces and of
- * segments, and its long-piece tags, seeds left out; *seeds: its seeds. */
-static size_t memo_entries(const struct k3_bpe_cache *c, size_t *seeds)
-{
-    size_t k = 0;
-    const struct k3_memo *ms[2] = {&c->pieces, &c->segs};
-    for (int j = 0; j < 2; j++) {
-        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift8)) * K3_MEMO_WAYS; e++) {
-            const uint64_t *en = ms[j]->m8 + e * 2;
-            k += en[0] != 0 && !(en[1] & M8_SEED);
-            *seeds += (en[1] & M8_SEED) != 0;
-        }
-        for (size_t e = 0; e < ((size_t)1 << (64 - ms[j]->shift16)) * K3_MEMO_WAYS; e++) {
-            uint64_t v0 = ms[j]->m16[e * 4 + 2];
-            k += v0 != 0 && !(v0 & M16_SEED);
-            *seeds += (v0 & M16_SEED) != 0;
-        }
-    }
-    for (size_t e = 0; c->long_tags && e < ((size_t)c->long_mask + 1) * 2; e++) k += c->long_tags[e] != 0;
-    return k;
 }
 
 /* k3_tok_forget empties every kept memo a call took since the last one (and only needs to:
